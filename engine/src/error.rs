@@ -1,0 +1,47 @@
+//! The engine's errors.
+
+use crate::cluster::ClusterError;
+
+/// Why an event was not ingested. The rest of its batch is applied regardless.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The object has an empty `metadata.uid`.
+    #[error("{event_type} event for {kind} {namespace}/{name} has no uid")]
+    MissingUid {
+        /// add / update / delete.
+        event_type: &'static str,
+        /// The watched kind.
+        kind: &'static str,
+        /// The object's namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+    },
+    /// An owner reference lacks a field the collector cannot do without.
+    #[error("object {uid}: ownerReferences[{index}] has no {field}")]
+    InvalidOwnerReference {
+        /// The dependent's UID.
+        uid: String,
+        /// The reference's position.
+        index: usize,
+        /// The missing field: `uid`, `kind` or `apiVersion`.
+        field: &'static str,
+    },
+}
+
+/// Errors of the engine's public operations.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum Error {
+    /// An event could not be ingested.
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
+    /// A cluster call failed.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,4 @@
+//! (being written)
+/// The graph.
+#[derive(Debug)]
+pub struct Graph;

@@ -1,0 +1,146 @@
+//! The one place the engine takes its synchronisation primitives from.
+//!
+//! Every concurrent structure of the engine imports `Arc`, locks, atomics and `Condvar` from
+//! here, never from `std` or `parking_lot` directly. Under `--cfg kube_gc_loom` this module is
+//! backed by [loom]'s model-checked primitives, so that `loom-tests/` explores every interleaving
+//! of the very code that ships; otherwise by `parking_lot`'s locks and std's atomics.
+//!
+//! Both sides expose one shape (tokio's habit): [`Mutex::lock`], [`RwLock::read`] and
+//! [`RwLock::write`] return guards directly, with no poisoning, and [`Condvar::wait`] takes and
+//! gives back the guard.
+//!
+//! The cfg is project-named, as crossbeam's `crossbeam_loom`, so that setting it never changes
+//! how dependencies that test plain `cfg(loom)` (tokio among them) are built.
+//!
+//! Process-wide interners (see [`crate::identity`]) deliberately do *not* use this facade: they
+//! are append-only tables outside any modelled interleaving, and loom forbids its primitives in
+//! statics.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(not(kube_gc_loom))]
+pub(crate) use std::sync::Arc;
+
+#[cfg(kube_gc_loom)]
+pub(crate) use loom::sync::Arc;
+
+/// Atomics, from std or loom.
+pub(crate) mod atomic {
+    #[cfg(not(kube_gc_loom))]
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+    #[cfg(kube_gc_loom)]
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+}
+
+#[cfg(not(kube_gc_loom))]
+mod imp {
+    pub(crate) type MutexInner<T> = parking_lot::Mutex<T>;
+    pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+    pub(crate) type RwLockInner<T> = parking_lot::RwLock<T>;
+    pub(crate) type RwLockReadGuard<'a, T> = parking_lot::RwLockReadGuard<'a, T>;
+    pub(crate) type RwLockWriteGuard<'a, T> = parking_lot::RwLockWriteGuard<'a, T>;
+    pub(crate) type CondvarInner = parking_lot::Condvar;
+
+    pub(crate) fn lock<T>(m: &MutexInner<T>) -> MutexGuard<'_, T> {
+        m.lock()
+    }
+    pub(crate) fn read<T>(l: &RwLockInner<T>) -> RwLockReadGuard<'_, T> {
+        l.read()
+    }
+    pub(crate) fn write<T>(l: &RwLockInner<T>) -> RwLockWriteGuard<'_, T> {
+        l.write()
+    }
+    pub(crate) fn wait<'a, T>(c: &CondvarInner, mut g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        c.wait(&mut g);
+        g
+    }
+    pub(crate) fn notify_one(c: &CondvarInner) {
+        c.notify_one();
+    }
+    pub(crate) fn notify_all(c: &CondvarInner) {
+        c.notify_all();
+    }
+}
+
+#[cfg(kube_gc_loom)]
+mod imp {
+    pub(crate) type MutexInner<T> = loom::sync::Mutex<T>;
+    pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+    pub(crate) type RwLockInner<T> = loom::sync::RwLock<T>;
+    pub(crate) type RwLockReadGuard<'a, T> = loom::sync::RwLockReadGuard<'a, T>;
+    pub(crate) type RwLockWriteGuard<'a, T> = loom::sync::RwLockWriteGuard<'a, T>;
+    pub(crate) type CondvarInner = loom::sync::Condvar;
+
+    // Loom's locks poison like std's; a panic under loom fails the model anyway, so unwrapping
+    // the poison here loses nothing.
+    pub(crate) fn lock<T>(m: &MutexInner<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn read<T>(l: &RwLockInner<T>) -> RwLockReadGuard<'_, T> {
+        l.read().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn write<T>(l: &RwLockInner<T>) -> RwLockWriteGuard<'_, T> {
+        l.write().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn wait<'a, T>(c: &CondvarInner, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        c.wait(g).unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn notify_one(c: &CondvarInner) {
+        c.notify_one();
+    }
+    pub(crate) fn notify_all(c: &CondvarInner) {
+        c.notify_all();
+    }
+}
+
+pub(crate) use imp::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+
+/// A mutual-exclusion lock without poisoning.
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(imp::MutexInner<T>);
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(imp::MutexInner::new(value))
+    }
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        imp::lock(&self.0)
+    }
+}
+
+/// A readers-writer lock without poisoning.
+#[derive(Debug, Default)]
+pub(crate) struct RwLock<T>(imp::RwLockInner<T>);
+
+impl<T> RwLock<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(imp::RwLockInner::new(value))
+    }
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+        imp::read(&self.0)
+    }
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+        imp::write(&self.0)
+    }
+}
+
+/// A condition variable paired with [`Mutex`].
+#[derive(Debug, Default)]
+pub(crate) struct Condvar(imp::CondvarInner);
+
+impl Condvar {
+    pub(crate) fn new() -> Self {
+        Self(imp::CondvarInner::new())
+    }
+    /// Releases `guard`, waits for a notification, and re-acquires the lock.
+    pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        imp::wait(&self.0, guard)
+    }
+    pub(crate) fn notify_one(&self) {
+        imp::notify_one(&self.0);
+    }
+    pub(crate) fn notify_all(&self) {
+        imp::notify_all(&self.0);
+    }
+}
