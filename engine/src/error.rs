@@ -17,6 +17,14 @@ pub enum IngestError {
         /// The object's name.
         name: String,
     },
+    /// Only delete events may be virtual (a worker's verdict that an object is gone).
+    #[error("virtual {event_type} event for uid {uid}: only delete events may be virtual")]
+    VirtualNotDelete {
+        /// add or update.
+        event_type: &'static str,
+        /// The object's UID.
+        uid: String,
+    },
     /// An owner reference lacks a field the collector cannot do without.
     #[error("object {uid}: ownerReferences[{index}] has no {field}")]
     InvalidOwnerReference {

@@ -1,4 +1,393 @@
-//! (being written)
-/// The graph.
+//! The dependency graph: every observed object and every virtual owner, sharded by UID.
+//!
+//! Upstream: `graph.go` (`node`, `concurrentUIDToNode`); GC-SPEC.md §1.2-1.3.
+//!
+//! The graph is `N` shards (`N` a power of two), each a `hashbrown` table of [`node`]s behind
+//! its own cache-padded readers-writer lock. A node's shard is a function of its UID's hash;
+//! ingestion ([`crate::ingest`]) writes shards in parallel, workers read them.
+//!
+//! # Invariants
+//!
+//! - At most one node per UID.
+//! - For every node `d` and every owner reference `r` of `d`: if the owner node `o` with
+//!   `r.uid` is in the graph and `d` was added to it since `o` was created, `o`'s dependents hold
+//!   an entry for `d` whose references equal `d`'s references with that UID.
+//!   (Upstream's graph is the same set of edges; see [`crate::ingest`] for the exceptions it
+//!   shares, such as an owner re-created under a UID its dependents still name.)
+//!
+//! # Concurrency
+//!
+//! - **No code path ever holds two shard locks at once.** Every method here takes one shard's
+//!   lock, copies out or writes what it needs, and releases it before touching another shard.
+//!   Deadlock is therefore impossible by construction (and checked by the loom models).
+//! - Ingestion is the only writer; workers are readers and copy out under a short read lock,
+//!   so a worker always sees one consistent version of a node, never a half-applied event.
+//!   Different nodes read one after the other may be from different moments; the collector
+//!   re-reads the live object before acting, so this costs at most a retry.
+//!
+//! # Hash bits
+//!
+//! One 64-bit hash per UID ([`Uid::hash64`]) serves both the shard choice and the table:
+//! hashbrown takes its bucket index from the low bits and its control-byte tag from the top 7
+//! bits, so the shard is taken from bits 40.. (below the tag, far above any bucket index a
+//! shard's table reaches), and the nodes of one shard still spread over all buckets and tags.
+
+pub(crate) mod node;
+
+use crossbeam_utils::CachePadded;
+use hashbrown::HashTable;
+
+use crate::identity::{ObjectReference, OwnerRef, Uid};
+use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub(crate) use node::Node;
+
+/// The most shards a graph may have (the shard index comes from 16 hash bits).
+pub const MAX_SHARDS: usize = 1 << 16;
+/// Bits of [`Uid::hash64`] below the shard index.
+const SHARD_SHIFT: u32 = 40;
+
+/// A queue item: a node, as upstream's `*node` pointer identifies it.
+///
+/// Upstream queues hold node pointers, and when it re-identifies a virtual node it clones it
+/// into a new pointer, so the old queued pointer stays virtual and is skipped by the worker.
+/// kube-gc keeps one node per UID and counts those re-identifications instead: an item whose
+/// `incarnation` is older than its node's stands for the old pointer.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct NodeKey {
+    /// The node's UID.
+    pub uid: Uid,
+    /// The node's incarnation when the item was queued.
+    pub incarnation: u32,
+}
+
+/// A copy of one node, taken under its shard's read lock.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct NodeView {
+    /// The node's identity (upstream's objectReference).
+    pub identity: ObjectReference,
+    /// The node's incarnation (see [`NodeKey`]).
+    pub incarnation: u32,
+    /// Never observed through an informer.
+    pub is_virtual: bool,
+    /// Has a deletionTimestamp.
+    pub being_deleted: bool,
+    /// Has a deletionTimestamp and the `foregroundDeletion` finalizer.
+    pub deleting_dependents: bool,
+    /// The object's ownerReferences as last observed.
+    pub owners: Vec<OwnerRef>,
+    /// How many dependents the node has.
+    pub dependents_len: usize,
+}
+
+impl NodeView {
+    /// The queue key of this version of the node.
+    pub fn key(&self) -> NodeKey {
+        NodeKey { uid: self.identity.uid, incarnation: self.incarnation }
+    }
+}
+
+/// A dependent as its owner's side of the edge records it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct DependentView {
+    /// The dependent's UID.
+    pub uid: Uid,
+    /// The dependent's namespace.
+    pub namespace: crate::identity::Namespace,
+}
+
+/// One shard: a table of nodes keyed by UID.
+#[derive(Debug, Default)]
+pub(crate) struct Shard {
+    pub(crate) nodes: HashTable<Node>,
+}
+
+impl Shard {
+    pub(crate) fn get(&self, uid: Uid) -> Option<&Node> {
+        self.nodes.find(uid.hash64(), |n| n.uid == uid)
+    }
+
+    pub(crate) fn get_mut(&mut self, uid: Uid) -> Option<&mut Node> {
+        self.nodes.find_mut(uid.hash64(), |n| n.uid == uid)
+    }
+
+    /// Inserts or replaces the node with `node.uid`.
+    pub(crate) fn insert(&mut self, node: Node) -> &mut Node {
+        let uid = node.uid;
+        match self.nodes.find_entry(uid.hash64(), |n| n.uid == uid) {
+            Ok(mut e) => {
+                *e.get_mut() = node;
+                e.into_mut()
+            }
+            Err(absent) => {
+                let table = absent.into_table();
+                table.insert_unique(uid.hash64(), node, |n| n.uid.hash64()).into_mut()
+            }
+        }
+    }
+
+    pub(crate) fn remove(&mut self, uid: Uid) -> Option<Node> {
+        self.nodes.find_entry(uid.hash64(), |n| n.uid == uid).ok().map(|e| e.remove().0)
+    }
+}
+
+/// The sharded dependency graph.
+///
+/// # Examples
+///
+/// ```
+/// use kube_gc_engine::{Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid};
+///
+/// let graph = std::sync::Arc::new(Graph::new(16).unwrap());
+/// let mut ingester = Ingester::new(graph.clone(), 2);
+/// let pod = ObjectMeta {
+///     uid: "00000000-0000-4000-8000-000000000002".into(),
+///     name: "web-1".into(),
+///     namespace: "default".into(),
+///     owner_references: vec![OwnerReference {
+///         api_version: "apps/v1".into(),
+///         kind: "ReplicaSet".into(),
+///         name: "web".into(),
+///         uid: "00000000-0000-4000-8000-000000000001".into(),
+///         controller: Some(true),
+///         block_owner_deletion: Some(true),
+///     }],
+///     ..Default::default()
+/// };
+/// let out = ingester.ingest(&[Event::new(EventType::Add, ObjectType::new("v1", "Pod"), pod)]);
+/// // The ReplicaSet was never observed: it is a virtual node, queued for verification.
+/// let rs = Uid::parse("00000000-0000-4000-8000-000000000001");
+/// assert!(graph.node(rs).unwrap().is_virtual);
+/// assert_eq!(out.attempt_to_delete().count(), 1);
+/// assert_eq!(graph.len(), 2);
+/// ```
 #[derive(Debug)]
-pub struct Graph;
+pub struct Graph {
+    shards: Box<[CachePadded<RwLock<Shard>>]>,
+    mask: u64,
+}
+
+impl Graph {
+    /// A graph of `shards` shards; `shards` must be a power of two between 1 and
+    /// [`MAX_SHARDS`] (so that the shard is a mask of hash bits).
+    pub fn new(shards: usize) -> crate::Result<Graph> {
+        if !shards.is_power_of_two() || shards > MAX_SHARDS {
+            return Err(crate::Error::Config(format!(
+                "shards must be a power of two between 1 and {MAX_SHARDS}, got {shards}"
+            )));
+        }
+        Ok(Graph {
+            shards: (0..shards).map(|_| CachePadded::new(RwLock::new(Shard::default()))).collect(),
+            mask: shards as u64 - 1,
+        })
+    }
+
+    /// The number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The shard `uid` lives in.
+    #[inline]
+    pub fn shard_of(&self, uid: Uid) -> usize {
+        ((uid.hash64() >> SHARD_SHIFT) & self.mask) as usize
+    }
+
+    pub(crate) fn read_shard(&self, shard: usize) -> RwLockReadGuard<'_, Shard> {
+        self.shards[shard].read()
+    }
+
+    pub(crate) fn write_shard(&self, shard: usize) -> RwLockWriteGuard<'_, Shard> {
+        self.shards[shard].write()
+    }
+
+    /// Runs `f` on the node with `uid` under its shard's read lock.
+    pub(crate) fn with_node<R>(&self, uid: Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
+        let shard = self.read_shard(self.shard_of(uid));
+        shard.get(uid).map(f)
+    }
+
+    /// The number of nodes (observed and virtual). Sums the shards one at a time, so under
+    /// concurrent ingestion it is a close estimate, not a snapshot.
+    pub fn len(&self) -> usize {
+        (0..self.shards.len()).map(|s| self.read_shard(s).nodes.len()).sum()
+    }
+
+    /// Whether the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether a node with `uid` exists.
+    pub fn contains(&self, uid: Uid) -> bool {
+        self.with_node(uid, |_| ()).is_some()
+    }
+
+    /// A copy of the node with `uid`.
+    pub fn node(&self, uid: Uid) -> Option<NodeView> {
+        self.with_node(uid, |n| NodeView {
+            identity: n.identity(),
+            incarnation: n.incarnation,
+            is_virtual: n.is_virtual(),
+            being_deleted: n.is_being_deleted(),
+            deleting_dependents: n.is_deleting_dependents(),
+            owners: n.owners.to_vec(),
+            dependents_len: n.dependents.len(),
+        })
+    }
+
+    /// The current key of the node with `uid`.
+    pub fn key_of(&self, uid: Uid) -> Option<NodeKey> {
+        self.with_node(uid, |n| NodeKey { uid, incarnation: n.incarnation })
+    }
+
+    /// The UIDs of the node's dependents (upstream's `getDependents`), empty if absent.
+    pub fn dependents(&self, uid: Uid) -> Vec<DependentView> {
+        self.with_node(uid, |n| {
+            n.dependents
+                .iter()
+                .map(|d| DependentView { uid: d.uid, namespace: d.namespace })
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
+    /// How many dependents the node has (upstream's `dependentsLength`).
+    pub fn dependents_len(&self, uid: Uid) -> usize {
+        self.with_node(uid, |n| n.dependents.len()).unwrap_or(0)
+    }
+
+    /// Upstream's `blockingDependents`: the dependents whose reference to this node has
+    /// `blockOwnerDeletion: true`, each once per such reference.
+    pub fn blocking_dependents(&self, uid: Uid) -> Vec<Uid> {
+        self.with_node(uid, Node::blocking_dependents).unwrap_or_default()
+    }
+
+    /// Visits every node, one shard at a time, under that shard's read lock.
+    pub fn for_each_node(&self, mut f: impl FnMut(&NodeView, &[DependentView])) {
+        for s in 0..self.shards.len() {
+            let shard = self.read_shard(s);
+            for n in shard.nodes.iter() {
+                let view = NodeView {
+                    identity: n.identity(),
+                    incarnation: n.incarnation,
+                    is_virtual: n.is_virtual(),
+                    being_deleted: n.is_being_deleted(),
+                    deleting_dependents: n.is_deleting_dependents(),
+                    owners: n.owners.to_vec(),
+                    dependents_len: n.dependents.len(),
+                };
+                let deps: Vec<_> = n
+                    .dependents
+                    .iter()
+                    .map(|d| DependentView { uid: d.uid, namespace: d.namespace })
+                    .collect();
+                f(&view, &deps);
+            }
+        }
+    }
+
+    /// A canonical, comparable copy of the whole graph.
+    pub fn snapshot(&self) -> GraphSnapshot {
+        let mut snap = GraphSnapshot::default();
+        self.for_each_node(|n, deps| {
+            snap.nodes.insert(n.identity.uid, NodeSnapshot::new(n, deps.iter().map(|d| d.uid)));
+        });
+        snap
+    }
+
+    /// Checks that every dependent entry agrees with its dependent's own references (the edge
+    /// copies ingestion keeps on the owner side). Returns the first disagreement found.
+    pub fn check_edge_copies(&self) -> Result<(), String> {
+        let mut entries = Vec::new();
+        for s in 0..self.shards.len() {
+            let shard = self.read_shard(s);
+            for n in shard.nodes.iter() {
+                for d in n.dependents.iter() {
+                    entries.push((n.uid, d.clone()));
+                }
+            }
+        }
+        for (owner, entry) in entries {
+            let Some((ns, refs)) = self.with_node(entry.uid, |d| {
+                let refs: Vec<_> = d
+                    .owners
+                    .iter()
+                    .filter(|r| r.uid == owner)
+                    .map(node::EdgeRef::from_owner)
+                    .collect();
+                (d.namespace, refs)
+            }) else {
+                return Err(format!("{owner:?} lists dependent {:?}, not in the graph", entry.uid));
+            };
+            if ns != entry.namespace || refs.as_slice() != entry.refs.as_slice() {
+                return Err(format!(
+                    "{owner:?}'s copy of dependent {:?} is stale: {:?} {:?} vs {ns:?} {refs:?}",
+                    entry.uid, entry.namespace, entry.refs
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One node of a [`GraphSnapshot`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct NodeSnapshot {
+    /// Identity.
+    pub identity: ObjectReference,
+    /// Virtual flag.
+    pub is_virtual: bool,
+    /// beingDeleted flag.
+    pub being_deleted: bool,
+    /// deletingDependents flag.
+    pub deleting_dependents: bool,
+    /// Owner references, in order.
+    pub owners: Vec<OwnerRef>,
+    /// Dependents' UIDs, sorted.
+    pub dependents: Vec<Uid>,
+}
+
+impl NodeSnapshot {
+    pub(crate) fn new(n: &NodeView, deps: impl Iterator<Item = Uid>) -> NodeSnapshot {
+        let mut dependents: Vec<Uid> = deps.collect();
+        dependents.sort_unstable();
+        NodeSnapshot {
+            identity: n.identity.clone(),
+            is_virtual: n.is_virtual,
+            being_deleted: n.being_deleted,
+            deleting_dependents: n.deleting_dependents,
+            owners: n.owners.clone(),
+            dependents,
+        }
+    }
+}
+
+/// A canonical copy of a graph, ordered by UID, for comparing two graphs.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct GraphSnapshot {
+    /// Nodes by UID.
+    pub nodes: std::collections::BTreeMap<Uid, NodeSnapshot>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_count_must_be_a_power_of_two() {
+        assert!(Graph::new(0).is_err());
+        assert!(Graph::new(3).is_err());
+        assert!(Graph::new(MAX_SHARDS * 2).is_err());
+        assert_eq!(Graph::new(64).unwrap().shard_count(), 64);
+    }
+
+    #[test]
+    fn uids_spread_over_shards() {
+        let g = Graph::new(16).unwrap();
+        let mut counts = [0usize; 16];
+        for i in 0..16_000u32 {
+            counts[g.shard_of(Uid::parse(&format!("uid-{i}")))] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 500), "{counts:?}");
+    }
+}

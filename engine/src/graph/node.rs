@@ -1,0 +1,308 @@
+//! A graph node and its dependents set.
+//!
+//! Upstream: `graph.go` (`node`, `addDependent`, `deleteDependent`, `blockingDependents`);
+//! GC-SPEC.md §1.2.
+//!
+//! # Concurrency
+//!
+//! A node lives inside its shard's table and is only reached under that shard's lock: ingestion
+//! writes it under the write lock, workers copy out what they need under the read lock (see
+//! [`crate::graph`]). So, unlike upstream's per-field locks, a reader always sees one consistent
+//! version of a node.
+
+use hashbrown::HashTable;
+use smallvec::SmallVec;
+
+use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
+
+/// What the owner side of an edge knows about one of the dependent's references to it: enough
+/// to decide, inside the owner's shard, everything upstream decides by reading the dependent's
+/// `owners` through its pointer (partitionDependents, getAlternateOwnerIdentity,
+/// blockingDependents).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct EdgeRef {
+    /// apiVersion and kind the reference names.
+    pub(crate) ty: ObjectType,
+    /// The name the reference names.
+    pub(crate) name: Box<str>,
+    /// `blockOwnerDeletion == true`.
+    pub(crate) blocks: bool,
+}
+
+impl EdgeRef {
+    pub(crate) fn from_owner(owner: &OwnerRef) -> EdgeRef {
+        EdgeRef { ty: owner.ty, name: owner.name.as_str().into(), blocks: owner.blocks() }
+    }
+}
+
+/// One dependent of a node: its UID, its namespace, and every one of its owner references that
+/// names this node's UID (almost always exactly one).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct DependentEntry {
+    pub(crate) uid: Uid,
+    pub(crate) namespace: Namespace,
+    pub(crate) refs: SmallVec<[EdgeRef; 1]>,
+}
+
+/// The number of dependents kept in a plain vector before switching to a hash table. Linear
+/// scans of this many entries are faster than hashing; a ReplicaSet with 50k Pods must still
+/// add and remove a dependent in O(1), hence the table above it.
+const INLINE_DEPENDENTS: usize = 16;
+
+/// A set of dependents keyed by UID, small and flat while small, hashed when large.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Dependents {
+    /// No dependents (most objects).
+    #[default]
+    Empty,
+    /// At most [`INLINE_DEPENDENTS`] entries, unordered.
+    Small(Vec<DependentEntry>),
+    /// More: a table keyed by the dependent's UID.
+    Large(Box<HashTable<DependentEntry>>),
+}
+
+fn hash_entry(e: &DependentEntry) -> u64 {
+    e.uid.hash64()
+}
+
+impl Dependents {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Dependents::Empty => 0,
+            Dependents::Small(v) => v.len(),
+            Dependents::Large(t) => t.len(),
+        }
+    }
+
+    pub(crate) fn get(&self, uid: Uid) -> Option<&DependentEntry> {
+        match self {
+            Dependents::Empty => None,
+            Dependents::Small(v) => v.iter().find(|e| e.uid == uid),
+            Dependents::Large(t) => t.find(uid.hash64(), |e| e.uid == uid),
+        }
+    }
+
+    pub(crate) fn get_mut(&mut self, uid: Uid) -> Option<&mut DependentEntry> {
+        match self {
+            Dependents::Empty => None,
+            Dependents::Small(v) => v.iter_mut().find(|e| e.uid == uid),
+            Dependents::Large(t) => t.find_mut(uid.hash64(), |e| e.uid == uid),
+        }
+    }
+
+    /// Adds `entry`, replacing an entry with the same UID (a set of dependents, as upstream's).
+    pub(crate) fn insert(&mut self, entry: DependentEntry) {
+        if let Some(existing) = self.get_mut(entry.uid) {
+            *existing = entry;
+            return;
+        }
+        match self {
+            Dependents::Empty => *self = Dependents::Small(vec![entry]),
+            Dependents::Small(v) if v.len() < INLINE_DEPENDENTS => v.push(entry),
+            Dependents::Small(v) => {
+                let mut table = HashTable::with_capacity(v.len() * 2);
+                for e in v.drain(..).chain(std::iter::once(entry)) {
+                    table.insert_unique(e.uid.hash64(), e, hash_entry);
+                }
+                *self = Dependents::Large(Box::new(table));
+            }
+            Dependents::Large(t) => {
+                t.insert_unique(entry.uid.hash64(), entry, hash_entry);
+            }
+        }
+    }
+
+    /// Removes the dependent with `uid`, if present.
+    pub(crate) fn remove(&mut self, uid: Uid) -> Option<DependentEntry> {
+        match self {
+            Dependents::Empty => None,
+            Dependents::Small(v) => {
+                let i = v.iter().position(|e| e.uid == uid)?;
+                let removed = v.swap_remove(i);
+                if v.is_empty() {
+                    *self = Dependents::Empty;
+                }
+                Some(removed)
+            }
+            Dependents::Large(t) => {
+                let removed = t.find_entry(uid.hash64(), |e| e.uid == uid).ok()?.remove().0;
+                // Shrink back with hysteresis, so a set oscillating around the limit does not
+                // convert on every change.
+                if t.len() <= INLINE_DEPENDENTS / 2 {
+                    let v: Vec<_> = std::mem::take(&mut **t).into_iter().collect();
+                    *self = if v.is_empty() { Dependents::Empty } else { Dependents::Small(v) };
+                }
+                Some(removed)
+            }
+        }
+    }
+
+    pub(crate) fn iter(&self) -> DependentsIter<'_> {
+        match self {
+            Dependents::Empty => DependentsIter::Slice([].iter()),
+            Dependents::Small(v) => DependentsIter::Slice(v.iter()),
+            Dependents::Large(t) => DependentsIter::Table(t.iter()),
+        }
+    }
+}
+
+/// Iterator over a [`Dependents`] set.
+pub(crate) enum DependentsIter<'a> {
+    Slice(std::slice::Iter<'a, DependentEntry>),
+    Table(hashbrown::hash_table::Iter<'a, DependentEntry>),
+}
+
+impl<'a> Iterator for DependentsIter<'a> {
+    type Item = &'a DependentEntry;
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            DependentsIter::Slice(i) => i.next(),
+            DependentsIter::Table(i) => i.next(),
+        }
+    }
+}
+
+/// Node flag bits.
+pub(crate) mod flags {
+    /// Created from an owner reference, never observed through an informer. Cleared once
+    /// (`markObserved`), never set again.
+    pub(crate) const VIRTUAL: u8 = 1;
+    /// The object has a deletionTimestamp. One-way.
+    pub(crate) const BEING_DELETED: u8 = 2;
+    /// The object has a deletionTimestamp and the `foregroundDeletion` finalizer. One-way.
+    pub(crate) const DELETING_DEPENDENTS: u8 = 4;
+}
+
+/// A node of the graph: an observed object, or a virtual owner known only from references.
+#[derive(Clone, Debug)]
+pub(crate) struct Node {
+    /// Set when the node is created; replaced only when a virtual node is re-identified
+    /// (promotion to observed with other coordinates, or an alternate identity), which also
+    /// bumps `incarnation`; the apiVersion/kind also follow the informer's (#137036).
+    pub(crate) ty: ObjectType,
+    pub(crate) namespace: Namespace,
+    pub(crate) name: Box<str>,
+    pub(crate) uid: Uid,
+    /// Distinguishes the node from earlier versions of itself that upstream would have cloned
+    /// into a new pointer: queue items carry it, and a worker skips an item whose node has
+    /// been re-identified since (upstream's "item no longer virtual in the graph").
+    pub(crate) incarnation: u32,
+    /// See [`flags`].
+    pub(crate) flags: u8,
+    /// The object's ownerReferences as last observed (empty for virtual nodes). Written only by
+    /// the object's own events.
+    pub(crate) owners: SmallVec<[OwnerRef; 1]>,
+    /// The objects whose ownerReferences name this node's UID, as of the last applied event.
+    pub(crate) dependents: Dependents,
+}
+
+impl Node {
+    pub(crate) fn new_virtual(identity: ObjectReference) -> Node {
+        Node {
+            ty: identity.ty,
+            namespace: identity.namespace,
+            name: identity.name.into_boxed_str(),
+            uid: identity.uid,
+            incarnation: 0,
+            flags: flags::VIRTUAL,
+            owners: SmallVec::new(),
+            dependents: Dependents::Empty,
+        }
+    }
+
+    pub(crate) fn identity(&self) -> ObjectReference {
+        ObjectReference {
+            ty: self.ty,
+            namespace: self.namespace,
+            name: self.name.to_string(),
+            uid: self.uid,
+        }
+    }
+
+    /// Whether the node's identity equals `other` (all five fields).
+    pub(crate) fn identity_eq(&self, other: &ObjectReference) -> bool {
+        self.uid == other.uid
+            && self.ty == other.ty
+            && self.namespace == other.namespace
+            && *self.name == *other.name
+    }
+
+    pub(crate) fn set_identity(&mut self, identity: ObjectReference) {
+        self.ty = identity.ty;
+        self.namespace = identity.namespace;
+        self.name = identity.name.into_boxed_str();
+    }
+
+    pub(crate) fn is_virtual(&self) -> bool {
+        self.flags & flags::VIRTUAL != 0
+    }
+    pub(crate) fn is_being_deleted(&self) -> bool {
+        self.flags & flags::BEING_DELETED != 0
+    }
+    pub(crate) fn is_deleting_dependents(&self) -> bool {
+        self.flags & flags::DELETING_DEPENDENTS != 0
+    }
+    pub(crate) fn mark_observed(&mut self) {
+        self.flags &= !flags::VIRTUAL;
+    }
+    pub(crate) fn mark_being_deleted(&mut self) {
+        self.flags |= flags::BEING_DELETED;
+    }
+    pub(crate) fn mark_deleting_dependents(&mut self) {
+        self.flags |= flags::DELETING_DEPENDENTS;
+    }
+
+    /// Upstream's `blockingDependents`: each dependent once per blocking reference to this node.
+    pub(crate) fn blocking_dependents(&self) -> Vec<Uid> {
+        let mut out = Vec::new();
+        for d in self.dependents.iter() {
+            for r in &d.refs {
+                if r.blocks {
+                    out.push(d.uid);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: u128) -> DependentEntry {
+        DependentEntry {
+            uid: Uid::from_u128(i),
+            namespace: Namespace::CLUSTER,
+            refs: SmallVec::from_elem(
+                EdgeRef { ty: ObjectType::default(), name: "o".into(), blocks: i % 2 == 0 },
+                1,
+            ),
+        }
+    }
+
+    #[test]
+    fn dependents_set_should_cross_its_inline_limit_and_back() {
+        let mut d = Dependents::default();
+        let n = (INLINE_DEPENDENTS * 4) as u128;
+        for i in 0..n {
+            d.insert(entry(i));
+            assert_eq!(d.len(), i as usize + 1);
+        }
+        assert!(matches!(d, Dependents::Large(_)));
+        // Re-inserting replaces, never duplicates.
+        d.insert(entry(3));
+        assert_eq!(d.len(), n as usize);
+        for i in 0..n {
+            assert!(d.get(Uid::from_u128(i)).is_some(), "#{i} missing");
+        }
+        for i in 0..n {
+            assert_eq!(d.remove(Uid::from_u128(i)).map(|e| e.uid), Some(Uid::from_u128(i)));
+            assert!(d.get(Uid::from_u128(i)).is_none());
+            assert_eq!(d.len(), (n - i - 1) as usize);
+            assert_eq!(d.iter().count(), d.len());
+        }
+        assert!(matches!(d, Dependents::Empty));
+        assert!(d.remove(Uid::from_u128(1)).is_none());
+    }
+}

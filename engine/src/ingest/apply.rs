@@ -1,0 +1,325 @@
+//! Phase two of a batch: apply, shard by shard, the shard's own events and the edge ops
+//! addressed to it, merged in sequence order.
+//!
+//! Each step reads and writes only the shard it runs in, as of its own sequence number: the
+//! owner's side of every edge carries what upstream reads through the dependent's pointer
+//! (its namespace and its references to the owner), so partitionDependents,
+//! getAlternateOwnerIdentity and blockingDependents need nothing from other shards.
+//!
+//! What a step decides about *other* nodes (queue a dependent, report an invalid reference,
+//! "is any reference of this dependent potentially invalid") is emitted as an [`Out`] record
+//! tagged with its position, and resolved after the batch by [`super::Ingester`], in order.
+
+use smallvec::SmallVec;
+
+use super::diff::{EdgeKind, EdgeOp, SUB_END};
+use super::event::EventType;
+use super::output::Enqueue;
+use super::prepare::Prepared;
+use super::rules::{self, DepRefs, RefView, Transition};
+use crate::graph::node::{DependentEntry, Node, flags};
+use crate::graph::{NodeKey, Shard};
+use crate::identity::{ObjectReference, Uid};
+
+/// Why addDependentToOwners found a reference potentially invalid.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum RefFlag {
+    /// A namespaced owner in another namespace; `observed` says whether to report it.
+    Namespace { observed: bool },
+    /// The reference's coordinates differ from the owner's identity.
+    Coordinates,
+    /// A virtual, apparently cluster-scoped owner of a dependent in a namespace (#98040).
+    ClusterScopedVirtual,
+}
+
+/// A record of phase two, ordered by (`order`, `index`).
+#[derive(Clone, Debug)]
+pub(crate) struct Out {
+    pub(crate) order: u64,
+    pub(crate) index: u32,
+    pub(crate) kind: OutKind,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum OutKind {
+    /// A node of this shard, with its key.
+    Enqueue(Enqueue),
+    /// A node of another shard, to attemptToDelete: its key is looked up after the batch.
+    EnqueueUid(Uid),
+    AbsentOwner(ObjectReference),
+    /// reportInvalidNamespaceOwnerRef(dependent, owner).
+    InvalidNamespace { dependent: Uid, owner: Uid },
+    /// One reference of event `seq`'s addDependentToOwners loop was found potentially invalid.
+    RefCheck { seq: u32, post_sub: u32, dependent: Uid, owner: Uid, flag: RefFlag },
+}
+
+/// One step of a shard's merged sequence.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step<'o> {
+    /// The event's own node: promotion, create / update / delete.
+    Main(u32),
+    /// processTransitions of an add or update.
+    End(u32),
+    Edge(&'o EdgeOp),
+}
+
+impl Step<'_> {
+    pub(crate) fn order(&self) -> u64 {
+        match *self {
+            Step::Main(seq) => u64::from(seq) << 32,
+            Step::End(seq) => (u64::from(seq) << 32) | u64::from(SUB_END),
+            Step::Edge(op) => op.order(),
+        }
+    }
+}
+
+struct Emitter<'a> {
+    out: &'a mut Vec<Out>,
+    order: u64,
+    index: u32,
+}
+
+impl Emitter<'_> {
+    fn emit(&mut self, kind: OutKind) {
+        self.out.push(Out { order: self.order, index: self.index, kind });
+        self.index += 1;
+    }
+}
+
+fn key(n: &Node) -> NodeKey {
+    NodeKey { uid: n.uid, incarnation: n.incarnation }
+}
+
+fn dep_refs(n: &Node) -> Vec<DepRefs<'_>> {
+    n.dependents
+        .iter()
+        .map(|d| DepRefs {
+            uid: d.uid,
+            namespace: d.namespace,
+            refs: d.refs.iter().map(|r| (r.ty, &*r.name)).collect(),
+        })
+        .collect()
+}
+
+/// Applies `steps` (sorted by order) to `shard`, appending records to `out`.
+pub(crate) fn apply_shard(
+    shard: &mut Shard,
+    prepared: &[Option<Prepared<'_>>],
+    steps: &[Step<'_>],
+    out: &mut Vec<Out>,
+) {
+    for step in steps {
+        let mut em = Emitter { out, order: step.order(), index: 0 };
+        match *step {
+            Step::Main(seq) => {
+                let ev = prepared[seq as usize].as_ref().expect("steps are built from parsed events");
+                apply_main(shard, ev, &mut em);
+            }
+            Step::End(seq) => {
+                let ev = prepared[seq as usize].as_ref().expect("steps are built from parsed events");
+                apply_transitions(shard, ev, &mut em);
+            }
+            Step::Edge(op) => {
+                let ev = prepared[op.seq as usize].as_ref().expect("ops are built from parsed events");
+                apply_edge(shard, ev, op, &mut em);
+            }
+        }
+    }
+}
+
+fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
+    // 4. Virtual → observed promotion.
+    if !ev.is_virtual
+        && let Some(n) = shard.get_mut(ev.uid)
+        && n.is_virtual()
+    {
+        if !ev.identity_eq(n) {
+            let observed = ev.identity();
+            let deps = dep_refs(n);
+            let (_, mismatched) = rules::partition_dependents(&deps, &observed);
+            for d in mismatched {
+                if !observed.namespace.is_cluster() && d.namespace != observed.namespace {
+                    em.emit(OutKind::InvalidNamespace { dependent: d.uid, owner: observed.uid });
+                }
+                em.emit(OutKind::EnqueueUid(d.uid));
+            }
+            // Upstream clones the node here; queue items for the old pointer go stale.
+            n.set_identity(observed);
+            n.incarnation = n.incarnation.wrapping_add(1);
+        }
+        n.mark_observed();
+    }
+
+    match ev.event_type {
+        EventType::Add | EventType::Update => match shard.get_mut(ev.uid) {
+            None => {
+                let mut node = Node::new_virtual(ev.identity());
+                node.flags = 0;
+                if ev.state.deletion_timestamp {
+                    node.mark_being_deleted();
+                    if ev.state.foreground {
+                        node.mark_deleting_dependents();
+                    }
+                }
+                node.owners = ev.owners.iter().map(|r| r.to_owner_ref()).collect();
+                shard.insert(node);
+            }
+            Some(n) => {
+                if !ev.is_virtual && n.ty != ev.ty {
+                    n.ty = ev.ty; // #137036
+                }
+                let changed = {
+                    let old: SmallVec<[RefView<'_>; 1]> = n.owners.iter().map(RefView::of).collect();
+                    !rules::references_diffs(&old, &ev.owners).is_empty()
+                };
+                if changed {
+                    n.owners = ev.owners.iter().map(|r| r.to_owner_ref()).collect();
+                }
+                if ev.state.deletion_timestamp {
+                    n.mark_being_deleted();
+                }
+            }
+        },
+        EventType::Delete => apply_delete(shard, ev, em),
+    }
+}
+
+fn apply_delete(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
+    let Some(n) = shard.get_mut(ev.uid) else { return };
+    let mut remove_existing = true;
+    if ev.is_virtual {
+        let deleted = ev.identity();
+        if n.is_virtual() {
+            let deps = dep_refs(n);
+            let (matching, nonmatching) = rules::partition_dependents(&deps, &deleted);
+            if !nonmatching.is_empty() {
+                remove_existing = false;
+                if !matching.is_empty() {
+                    em.emit(OutKind::AbsentOwner(deleted.clone()));
+                    for d in &matching {
+                        em.emit(OutKind::EnqueueUid(d.uid));
+                    }
+                }
+                if n.identity_eq(&deleted)
+                    && let Some(alt) = rules::alternate_owner_identity(&nonmatching, &deleted)
+                {
+                    drop(deps);
+                    n.set_identity(alt);
+                    n.incarnation = n.incarnation.wrapping_add(1);
+                    em.emit(OutKind::Enqueue(Enqueue::AttemptToDeleteRateLimited(key(n))));
+                }
+            }
+        } else if !n.identity_eq(&deleted) {
+            remove_existing = false;
+            let deps = dep_refs(n);
+            let (matching, _) = rules::partition_dependents(&deps, &deleted);
+            if !matching.is_empty() {
+                em.emit(OutKind::AbsentOwner(deleted.clone()));
+                for d in &matching {
+                    em.emit(OutKind::EnqueueUid(d.uid));
+                }
+            }
+        }
+    }
+    if !remove_existing {
+        return;
+    }
+    // removeNode; the owners' sides are edge ops of this event (phase one).
+    let removed = shard.remove(ev.uid).expect("present");
+    if removed.dependents.len() > 0 {
+        em.emit(OutKind::AbsentOwner(ev.identity()));
+    }
+    for d in removed.dependents.iter() {
+        em.emit(OutKind::EnqueueUid(d.uid));
+    }
+}
+
+fn apply_transitions(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
+    let transition = rules::transition(ev.old_state, ev.state);
+    if transition == Transition::None {
+        return;
+    }
+    let Some(n) = shard.get_mut(ev.uid) else { return };
+    match transition {
+        Transition::None => {}
+        Transition::Orphan => em.emit(OutKind::Enqueue(Enqueue::AttemptToOrphan(key(n)))),
+        Transition::Foreground => {
+            n.mark_deleting_dependents();
+            let deps: Vec<Uid> = n.dependents.iter().map(|d| d.uid).collect();
+            let k = key(n);
+            for d in deps {
+                em.emit(OutKind::EnqueueUid(d));
+            }
+            em.emit(OutKind::Enqueue(Enqueue::AttemptToDelete(k)));
+        }
+    }
+}
+
+fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitter<'_>) {
+    match op.kind {
+        EdgeKind::Add { ref_index, dep_namespace, post_sub } => {
+            let r = ev.owners[ref_index as usize];
+            let entry =
+                DependentEntry { uid: ev.uid, namespace: dep_namespace, refs: ev.edge_refs(r.uid) };
+            match shard.get_mut(r.uid) {
+                None => {
+                    let mut owner = Node::new_virtual(ObjectReference {
+                        ty: r.ty,
+                        namespace: dep_namespace,
+                        name: r.name.to_owned(),
+                        uid: r.uid,
+                    });
+                    owner.dependents.insert(entry);
+                    em.emit(OutKind::Enqueue(Enqueue::AttemptToDelete(key(&owner))));
+                    shard.insert(owner);
+                }
+                Some(owner) => {
+                    owner.dependents.insert(entry);
+                    let observed = owner.flags & flags::VIRTUAL == 0;
+                    let flag = if !owner.namespace.is_cluster() && owner.namespace != dep_namespace
+                    {
+                        Some(RefFlag::Namespace { observed })
+                    } else if !(owner.ty == r.ty && *owner.name == *r.name) {
+                        Some(RefFlag::Coordinates)
+                    } else if owner.namespace.is_cluster()
+                        && owner.namespace != dep_namespace
+                        && !observed
+                    {
+                        Some(RefFlag::ClusterScopedVirtual)
+                    } else {
+                        None
+                    };
+                    if let Some(flag) = flag {
+                        em.emit(OutKind::RefCheck {
+                            seq: op.seq,
+                            post_sub,
+                            dependent: ev.uid,
+                            owner: r.uid,
+                            flag,
+                        });
+                    }
+                }
+            }
+        }
+        EdgeKind::Remove { dependent, check_deleting_dependents } => {
+            if let Some(owner) = shard.get_mut(op.owner) {
+                owner.dependents.remove(dependent);
+                if check_deleting_dependents && owner.is_deleting_dependents() {
+                    em.emit(OutKind::Enqueue(Enqueue::AttemptToDelete(key(owner))));
+                }
+            }
+        }
+        EdgeKind::UpdateRefs => {
+            if let Some(owner) = shard.get_mut(op.owner)
+                && let Some(entry) = owner.dependents.get_mut(ev.uid)
+            {
+                entry.refs = ev.edge_refs(op.owner);
+            }
+        }
+        EdgeKind::EnqueueIfPresent => {
+            if let Some(owner) = shard.get(op.owner) {
+                em.emit(OutKind::Enqueue(Enqueue::AttemptToDelete(key(owner))));
+            }
+        }
+    }
+}

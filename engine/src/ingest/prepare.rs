@@ -1,0 +1,112 @@
+//! Parsing and validating an event before it is applied.
+
+use smallvec::SmallVec;
+
+use super::event::{Event, EventType};
+use super::rules::{DeletionState, RefView};
+use crate::error::IngestError;
+use crate::identity::{Namespace, ObjectReference, ObjectType, Uid};
+
+/// An event with its UIDs parsed and its strings interned, borrowing the rest from the event.
+#[derive(Debug)]
+pub(crate) struct Prepared<'a> {
+    pub(crate) event_type: EventType,
+    pub(crate) is_virtual: bool,
+    /// identityFromEvent: the monitor's type, the object's namespace, name and UID.
+    pub(crate) ty: ObjectType,
+    pub(crate) namespace: Namespace,
+    pub(crate) name: &'a str,
+    pub(crate) uid: Uid,
+    pub(crate) owners: SmallVec<[RefView<'a>; 1]>,
+    pub(crate) state: DeletionState,
+    pub(crate) old_state: Option<DeletionState>,
+}
+
+impl<'a> Prepared<'a> {
+    /// Parses `event`, or says why it cannot be ingested.
+    pub(crate) fn parse(event: &'a Event) -> Result<Prepared<'a>, IngestError> {
+        let obj = &event.object;
+        if obj.uid.is_empty() {
+            return Err(IngestError::MissingUid {
+                event_type: event.event_type.as_str(),
+                kind: event.object_type.kind(),
+                namespace: obj.namespace.clone(),
+                name: obj.name.clone(),
+            });
+        }
+        if event.is_virtual && event.event_type != EventType::Delete {
+            return Err(IngestError::VirtualNotDelete {
+                event_type: event.event_type.as_str(),
+                uid: obj.uid.clone(),
+            });
+        }
+        let mut owners = SmallVec::with_capacity(obj.owner_references.len());
+        for (index, r) in obj.owner_references.iter().enumerate() {
+            let missing = if r.uid.is_empty() {
+                Some("uid")
+            } else if r.kind.is_empty() {
+                Some("kind")
+            } else if r.api_version.is_empty() {
+                Some("apiVersion")
+            } else {
+                None
+            };
+            if let Some(field) = missing {
+                return Err(IngestError::InvalidOwnerReference {
+                    uid: obj.uid.clone(),
+                    index,
+                    field,
+                });
+            }
+            owners.push(RefView {
+                ty: ObjectType::new(&r.api_version, &r.kind),
+                name: &r.name,
+                uid: Uid::parse(&r.uid),
+                controller: r.controller,
+                block_owner_deletion: r.block_owner_deletion,
+            });
+        }
+        Ok(Prepared {
+            event_type: event.event_type,
+            is_virtual: event.is_virtual,
+            ty: event.object_type,
+            namespace: Namespace::new(&obj.namespace),
+            name: &obj.name,
+            uid: Uid::parse(&obj.uid),
+            owners,
+            state: DeletionState::of(obj),
+            old_state: event.old_object.as_ref().map(DeletionState::of),
+        })
+    }
+
+    /// identityFromEvent.
+    pub(crate) fn identity(&self) -> ObjectReference {
+        ObjectReference {
+            ty: self.ty,
+            namespace: self.namespace,
+            name: self.name.to_owned(),
+            uid: self.uid,
+        }
+    }
+
+    /// Whether the identity from this event equals `node`'s.
+    pub(crate) fn identity_eq(&self, node: &crate::graph::Node) -> bool {
+        node.uid == self.uid
+            && node.ty == self.ty
+            && node.namespace == self.namespace
+            && *node.name == *self.name
+    }
+
+    /// The object's references to `owner`, as the owner's side of the edge keeps them.
+    pub(crate) fn edge_refs(&self, owner: Uid) -> SmallVec<[crate::graph::node::EdgeRef; 1]> {
+        self.owners
+            .iter()
+            .filter(|r| r.uid == owner)
+            .map(|r| crate::graph::node::EdgeRef {
+                ty: r.ty,
+                name: r.name.into(),
+                blocks: r.blocks(),
+            })
+            .collect()
+    }
+}
