@@ -61,11 +61,7 @@ impl Uid {
     /// interned through its canonical text, exactly as [`Uid::parse`] would.
     pub fn from_u128(value: u128) -> Uid {
         let (hi, lo) = ((value >> 64) as u64, value as u64);
-        if is_reserved(hi, lo) {
-            Uid::interned(&format_uuid(hi, lo))
-        } else {
-            Uid { hi, lo }
-        }
+        if is_reserved(hi, lo) { Uid::interned(&format_uuid(hi, lo)) } else { Uid { hi, lo } }
     }
 
     /// The UID's 128-bit value (for interned UIDs, a value in the reserved range).
@@ -406,12 +402,12 @@ mod tests {
         let long = "x".repeat(10 * 1024);
         let cases = [
             "",
-            "910a2dec-8902-4cc1-beeb-8da1658eec677",   // 37 characters
-            "910a2dec-8902-4cc1-beeb-8da1658eec6",     // 35 characters
-            "910A2DEC-8902-4CC1-BEEB-8DA1658EEC67",    // uppercase: a different string
-            "910a2dec+8902-4cc1-beeb-8da1658eec67",    // dash in the wrong place
-            "g10a2dec-8902-4cc1-beeb-8da1658eec67",    // non-hex
-            "ffffffff-ffff-ffff-ffff-ffffffffffff",    // canonical, but in the reserved range
+            "910a2dec-8902-4cc1-beeb-8da1658eec677", // 37 characters
+            "910a2dec-8902-4cc1-beeb-8da1658eec6",   // 35 characters
+            "910A2DEC-8902-4CC1-BEEB-8DA1658EEC67",  // uppercase: a different string
+            "910a2dec+8902-4cc1-beeb-8da1658eec67",  // dash in the wrong place
+            "g10a2dec-8902-4cc1-beeb-8da1658eec67",  // non-hex
+            "ffffffff-ffff-ffff-ffff-ffffffffffff",  // canonical, but in the reserved range
             "ünïcödé-ẞ",
             long.as_str(),
         ];

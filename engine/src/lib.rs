@@ -30,6 +30,7 @@ pub(crate) mod sync;
 
 pub mod absent_owner_cache;
 pub mod cluster;
+pub mod collector;
 pub mod error;
 pub mod graph;
 pub mod identity;
@@ -38,8 +39,11 @@ pub mod memory_cluster;
 pub mod patch;
 pub mod queue;
 
+pub use absent_owner_cache::AbsentOwnerCache;
 pub use cluster::{Cluster, ClusterError};
 pub use error::{Error, IngestError, Result};
 pub use graph::Graph;
 pub use identity::{Coordinates, Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
 pub use ingest::{Event, EventType, Ingester, ObjectMeta, OwnerReference, SequentialGraph};
+pub use memory_cluster::MemoryCluster;
+pub use queue::{GetFuture, QueueStats, RateLimiter, RateLimiterConfig, WorkQueue};

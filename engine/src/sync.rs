@@ -27,6 +27,7 @@ pub(crate) use loom::sync::Arc;
 /// Atomics, from std or loom.
 pub(crate) mod atomic {
     #[cfg(not(kube_gc_loom))]
+    #[allow(unused_imports)] // the facade offers them; not every structure uses each
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
     #[cfg(kube_gc_loom)]
@@ -142,5 +143,34 @@ impl Condvar {
     }
     pub(crate) fn notify_all(&self) {
         imp::notify_all(&self.0);
+    }
+}
+
+/// Timed waits, added for the work queue's delay loop (see [`crate::queue`]).
+impl Condvar {
+    /// Releases `guard`, waits for a notification or until `deadline`, whichever comes first,
+    /// and re-acquires the lock. Whether the wait timed out is not reported: callers re-check
+    /// their condition, as they must after any wait.
+    #[cfg(not(kube_gc_loom))]
+    pub(crate) fn wait_until<'a, T>(
+        &self,
+        mut guard: MutexGuard<'a, T>,
+        deadline: std::time::Instant,
+    ) -> MutexGuard<'a, T> {
+        let _timed_out = self.0.wait_until(&mut guard, deadline);
+        guard
+    }
+
+    /// Under loom this is a plain [`Condvar::wait`]: loom 0.7 does not model time (its own
+    /// `wait_timeout` never times out), so a model must never rely on a deadline for progress.
+    #[cfg(kube_gc_loom)]
+    // The queue's delay loop, the only caller, is not built under loom.
+    #[allow(dead_code)]
+    pub(crate) fn wait_until<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        _deadline: std::time::Instant,
+    ) -> MutexGuard<'a, T> {
+        self.wait(guard)
     }
 }

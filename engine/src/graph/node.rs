@@ -74,6 +74,7 @@ impl Dependents {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn get(&self, uid: Uid) -> Option<&DependentEntry> {
         match self {
             Dependents::Empty => None,

@@ -48,9 +48,18 @@ pub(crate) enum OutKind {
     EnqueueUid(Uid),
     AbsentOwner(ObjectReference),
     /// reportInvalidNamespaceOwnerRef(dependent, owner).
-    InvalidNamespace { dependent: Uid, owner: Uid },
+    InvalidNamespace {
+        dependent: Uid,
+        owner: Uid,
+    },
     /// One reference of event `seq`'s addDependentToOwners loop was found potentially invalid.
-    RefCheck { seq: u32, post_sub: u32, dependent: Uid, owner: Uid, flag: RefFlag },
+    RefCheck {
+        seq: u32,
+        post_sub: u32,
+        dependent: Uid,
+        owner: Uid,
+        flag: RefFlag,
+    },
 }
 
 /// One step of a shard's merged sequence.
@@ -112,15 +121,18 @@ pub(crate) fn apply_shard(
         let mut em = Emitter { out, order: step.order(), index: 0 };
         match *step {
             Step::Main(seq) => {
-                let ev = prepared[seq as usize].as_ref().expect("steps are built from parsed events");
+                let ev =
+                    prepared[seq as usize].as_ref().expect("steps are built from parsed events");
                 apply_main(shard, ev, &mut em);
             }
             Step::End(seq) => {
-                let ev = prepared[seq as usize].as_ref().expect("steps are built from parsed events");
+                let ev =
+                    prepared[seq as usize].as_ref().expect("steps are built from parsed events");
                 apply_transitions(shard, ev, &mut em);
             }
             Step::Edge(op) => {
-                let ev = prepared[op.seq as usize].as_ref().expect("ops are built from parsed events");
+                let ev =
+                    prepared[op.seq as usize].as_ref().expect("ops are built from parsed events");
                 apply_edge(shard, ev, op, &mut em);
             }
         }
@@ -169,7 +181,8 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                     n.ty = ev.ty; // #137036
                 }
                 let changed = {
-                    let old: SmallVec<[RefView<'_>; 1]> = n.owners.iter().map(RefView::of).collect();
+                    let old: SmallVec<[RefView<'_>; 1]> =
+                        n.owners.iter().map(RefView::of).collect();
                     !rules::references_diffs(&old, &ev.owners).is_empty()
                 };
                 if changed {

@@ -71,7 +71,12 @@ pub(crate) enum EdgeKind {
 enum Known<'x> {
     Absent,
     Virtual,
-    Observed { ty: ObjectType, namespace: Namespace, name: &'x str, owners: SmallVec<[RefView<'x>; 1]> },
+    Observed {
+        ty: ObjectType,
+        namespace: Namespace,
+        name: &'x str,
+        owners: SmallVec<[RefView<'x>; 1]>,
+    },
 }
 
 fn known_from_graph<'x>(shard: &'x Shard, uid: Uid) -> Known<'x> {
@@ -99,15 +104,17 @@ pub(crate) fn diff_shard<'x, 'e: 'x>(
     let mut known: HashMap<Uid, Known<'x>> = HashMap::with_capacity(own.len());
     for &seq in own {
         let Some(ev) = prepared[seq as usize].as_ref() else { continue };
-        let state =
-            known.remove(&ev.uid).unwrap_or_else(|| known_from_graph(shard, ev.uid));
+        let state = known.remove(&ev.uid).unwrap_or_else(|| known_from_graph(shard, ev.uid));
         let mut sub = 0u32;
         let mut push = |owner: Uid, kind: EdgeKind, sub: &mut u32| {
             *sub += 1;
             out[graph.shard_of(owner)].push(EdgeOp { seq, sub: *sub, owner, kind });
         };
         let next = match (ev.event_type, state) {
-            (EventType::Add | EventType::Update, Known::Observed { ty, namespace, name, owners }) => {
+            (
+                EventType::Add | EventType::Update,
+                Known::Observed { ty, namespace, name, owners },
+            ) => {
                 // (b) on an observed node: the diff against its current owners.
                 let ty = if ev.is_virtual { ty } else { ev.ty };
                 let diff = rules::references_diffs(&owners, &ev.owners);
@@ -147,7 +154,12 @@ pub(crate) fn diff_shard<'x, 'e: 'x>(
                         };
                         push(r.uid, kind, &mut sub);
                     }
-                    Known::Observed { ty, namespace, name, owners: ev.owners.iter().copied().collect() }
+                    Known::Observed {
+                        ty,
+                        namespace,
+                        name,
+                        owners: ev.owners.iter().copied().collect(),
+                    }
                 }
             }
             (EventType::Add | EventType::Update, state) => {
@@ -168,14 +180,12 @@ pub(crate) fn diff_shard<'x, 'e: 'x>(
                 }
             }
             (EventType::Delete, Known::Observed { ty, namespace, name, owners }) => {
-                let removed = !ev.is_virtual
-                    || (ty == ev.ty && namespace == ev.namespace && name == ev.name);
+                let removed =
+                    !ev.is_virtual || (ty == ev.ty && namespace == ev.namespace && name == ev.name);
                 if removed {
                     for r in &owners {
-                        let kind = EdgeKind::Remove {
-                            dependent: ev.uid,
-                            check_deleting_dependents: true,
-                        };
+                        let kind =
+                            EdgeKind::Remove { dependent: ev.uid, check_deleting_dependents: true };
                         push(r.uid, kind, &mut sub);
                     }
                     Known::Absent
@@ -185,7 +195,11 @@ pub(crate) fn diff_shard<'x, 'e: 'x>(
             }
             (EventType::Delete, Known::Absent) => Known::Absent,
             (EventType::Delete, Known::Virtual) => {
-                if ev.is_virtual { Known::Virtual } else { Known::Absent }
+                if ev.is_virtual {
+                    Known::Virtual
+                } else {
+                    Known::Absent
+                }
             }
         };
         known.insert(ev.uid, next);

@@ -202,7 +202,11 @@ impl SequentialGraph {
         }
     }
 
-    fn add_unblocked_owners_to_delete_queue(&self, diff: &rules::RefDiff<'_>, out: &mut IngestOutput) {
+    fn add_unblocked_owners_to_delete_queue(
+        &self,
+        diff: &rules::RefDiff<'_>,
+        out: &mut IngestOutput,
+    ) {
         for r in &diff.removed {
             if r.blocks() {
                 self.enqueue_delete(r.uid, out);
@@ -216,7 +220,12 @@ impl SequentialGraph {
     }
 
     /// Upstream's `addDependentToOwners`.
-    fn add_dependent_to_owners(&mut self, dep: Uid, owners: &[RefView<'_>], out: &mut IngestOutput) {
+    fn add_dependent_to_owners(
+        &mut self,
+        dep: Uid,
+        owners: &[RefView<'_>],
+        out: &mut IngestOutput,
+    ) {
         let dep_ns = self.nodes[&dep].identity.namespace;
         let mut potentially_invalid = false;
         for r in owners {
@@ -255,7 +264,8 @@ impl SequentialGraph {
                         }
                     } else if !(o.uid == r.uid && o.ty == r.ty && o.name == r.name) {
                         potentially_invalid = true;
-                    } else if o.namespace.is_cluster() && o.namespace != dep_ns && owner.is_virtual {
+                    } else if o.namespace.is_cluster() && o.namespace != dep_ns && owner.is_virtual
+                    {
                         // #98040: a virtual "cluster-scoped" owner may really be namespaced.
                         potentially_invalid = true;
                     }

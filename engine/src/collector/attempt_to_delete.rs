@@ -1,0 +1,202 @@
+//! The attemptToDelete path: decide whether an object is garbage, and collect it.
+//!
+//! Upstream: `garbagecollector.go` (`attemptToDeleteWorker`, `attemptToDeleteItem`,
+//! `processDeletingDependentsItem`); GC-SPEC.md §3.
+
+use super::{Collector, ItemError, Outcome};
+use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
+use crate::graph::{NodeKey, NodeView};
+use crate::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
+use crate::patch;
+
+/// What `attempt_to_delete_item` did, when it did not fail.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DeleteItemResult {
+    /// Nothing to do (being deleted, no owners, all owners solid).
+    Kept,
+    /// Dangling or waiting owner references were patched away.
+    Patched,
+    /// The object was deleted (or its deletion started).
+    Deleted,
+    /// A deleting-dependents owner: queued its blocking dependents, or removed its finalizer.
+    ProcessedDeletingDependents,
+}
+
+impl<C: Cluster> Collector<C> {
+    /// The body of an attemptToDelete worker for one item (upstream's `attemptToDeleteWorker`):
+    /// decides, for the node the item stands for, whether to forget or requeue it.
+    pub async fn attempt_to_delete_worker(&self, key: NodeKey) -> Outcome {
+        // The item stands for the node as it was queued. A node re-identified since (upstream
+        // cloned it into a new pointer) was a virtual node: its old item is skipped, as
+        // upstream skips the old pointer once the graph holds an observed node.
+        let Some(node) = self.graph.node(key.uid) else {
+            tracing::trace!(item = ?key, "item no longer in the graph, skipping attemptToDeleteItem");
+            return Outcome::Forget;
+        };
+        if node.incarnation != key.incarnation {
+            // Divergence from upstream: when the graph's node is still virtual (it was given an
+            // alternate identity), upstream would verify the old identity again; that
+            // identity was just verified absent, and the new one is queued on its own.
+            tracing::trace!(item = ?key, "item no longer virtual in the graph, skipping attemptToDeleteItem on virtual node");
+            return Outcome::Forget;
+        }
+        let was_virtual = node.is_virtual;
+        let result = self.attempt_to_delete_item(&node).await;
+        match result {
+            Err(e) if e.outcome() == Outcome::Forget => Outcome::Forget,
+            Err(e) => {
+                match &e {
+                    ItemError::RestMapping(_) => {
+                        tracing::error!(item = %node.identity, error = %e, "error syncing item")
+                    }
+                    _ => tracing::warn!(item = %node.identity, error = %e, "error syncing item"),
+                }
+                Outcome::Requeue
+            }
+            Ok(_) if was_virtual && self.still_virtual(key) => {
+                // #56121: requeue a virtual node until the informer observes it or a live read
+                // finds it absent, so that it is never stranded in the graph.
+                tracing::trace!(item = ?key, "item hasn't been observed via informer yet");
+                Outcome::Requeue
+            }
+            Ok(_) => Outcome::Forget,
+        }
+    }
+
+    /// Whether the node `key` stands for is still virtual: either the graph's node with that
+    /// incarnation is, or it was re-identified or removed meanwhile (upstream's old pointer
+    /// stays virtual).
+    fn still_virtual(&self, key: NodeKey) -> bool {
+        match self.graph.node(key.uid) {
+            Some(n) if n.incarnation == key.incarnation => n.is_virtual,
+            _ => true,
+        }
+    }
+
+    /// Upstream's `attemptToDeleteItem`.
+    pub async fn attempt_to_delete_item(
+        &self,
+        item: &NodeView,
+    ) -> Result<DeleteItemResult, ItemError> {
+        let identity = &item.identity;
+        tracing::debug!(item = %identity, virtual = item.is_virtual, "Processing item");
+        if item.being_deleted && !item.deleting_dependents {
+            tracing::trace!(item = %identity, "processing item returned at once, because its DeletionTimestamp is non-nil");
+            return Ok(DeleteItemResult::Kept);
+        }
+        let latest = match self.get_object(identity).await? {
+            Ok(latest) => latest,
+            Err(ClusterError::NotFound) => {
+                tracing::trace!(item = %identity, "item not found, generating a virtual delete event");
+                self.enqueue_virtual_delete_event(identity);
+                return Err(ItemError::EnqueuedVirtualDeleteEvent);
+            }
+            Err(e) => return Err(ItemError::cluster(format_args!("cannot get {identity}"), e)),
+        };
+        if latest.uid != identity.uid.to_string() {
+            tracing::trace!(item = %identity, "UID doesn't match, item not found, generating a virtual delete event");
+            self.enqueue_virtual_delete_event(identity);
+            return Err(ItemError::EnqueuedVirtualDeleteEvent);
+        }
+        if item.deleting_dependents {
+            return self.process_deleting_dependents_item(item).await;
+        }
+        // The live owner references, not the graph's.
+        let owners: Vec<_> =
+            latest.owner_references.iter().map(patch::owner_ref_from_api).collect();
+        if owners.is_empty() {
+            tracing::debug!(item = %identity, "item doesn't have an owner, continue on next item");
+            return Ok(DeleteItemResult::Kept);
+        }
+        let c = self.classify_references(identity, &owners).await?;
+        tracing::trace!(item = %identity, solid = ?c.solid, dangling = ?c.dangling, waiting = ?c.waiting_for_dependents_deletion, "classify item's references");
+
+        if !c.solid.is_empty() {
+            tracing::debug!(item = %identity, "item has at least one existing owner, will not garbage collect");
+            if c.dangling.is_empty() && c.waiting_for_dependents_deletion.is_empty() {
+                return Ok(DeleteItemResult::Kept);
+            }
+            tracing::debug!(item = %identity, "remove dangling references and waiting references for item");
+            let uids: Vec<String> = c
+                .dangling
+                .iter()
+                .chain(&c.waiting_for_dependents_deletion)
+                .map(|o| o.uid.to_string())
+                .collect();
+            return match self.remove_owner_references(identity, &uids).await {
+                Ok(_) => Ok(DeleteItemResult::Patched),
+                Err(e) => Err(ItemError::cluster(format_args!("cannot patch {identity}"), e)),
+            };
+        }
+
+        let policy = if !c.waiting_for_dependents_deletion.is_empty() && item.dependents_len != 0 {
+            // Some owner waits for its dependents and this item has dependents of its own: if
+            // one of those is itself waiting, the chain is a cycle; unblock our references so
+            // the owner's foreground deletion can proceed.
+            for dep in self.graph.dependents(identity.uid) {
+                let deleting = self.graph.node(dep.uid).is_some_and(|d| d.deleting_dependents);
+                if deleting {
+                    tracing::debug!(item = %identity, dependent = ?dep.uid, "processing item: at least one owner of item has FinalizerDeletingDependents, and the item itself has dependents, one of which is also deletingDependents: unblocking the owner references");
+                    let strategic = patch::unblock_owner_refs_strategic(identity.uid, &item.owners);
+                    let graph_owners = &item.owners;
+                    self.patch_with_fallback(identity, strategic, |current| {
+                        patch::unblock_owner_refs_json_merge(
+                            &current.resource_version,
+                            graph_owners,
+                        )
+                    })
+                    .await
+                    .map_err(|e| {
+                        ItemError::cluster(format_args!("cannot unblock {identity}"), e)
+                    })?;
+                    break;
+                }
+            }
+            tracing::debug!(item = %identity, "at least one owner of item has FinalizerDeletingDependents, and the item itself has dependents, so it is going to be deleted in Foreground");
+            PropagationPolicy::Foreground
+        } else if latest.has_finalizer(FINALIZER_ORPHAN) {
+            // Honour the item's own pre-existing deletion preference.
+            PropagationPolicy::Orphan
+        } else if latest.has_finalizer(FINALIZER_DELETE_DEPENDENTS) {
+            PropagationPolicy::Foreground
+        } else {
+            PropagationPolicy::Background
+        };
+        tracing::debug!(item = %identity, propagation_policy = policy.as_str(), "Deleting item");
+        match self
+            .delete_object(identity, &latest.resource_version, &latest.owner_references, policy)
+            .await
+        {
+            Ok(()) => Ok(DeleteItemResult::Deleted),
+            Err(ClusterError::NotFound) => {
+                self.enqueue_virtual_delete_event(identity);
+                Err(ItemError::EnqueuedVirtualDeleteEvent)
+            }
+            Err(e) => Err(ItemError::cluster(format_args!("cannot delete {identity}"), e)),
+        }
+    }
+
+    /// Upstream's `processDeletingDependentsItem`: an owner deleting its dependents in the
+    /// foreground waits for its blocking dependents; once none is left, its
+    /// `foregroundDeletion` finalizer is removed.
+    async fn process_deleting_dependents_item(
+        &self,
+        item: &NodeView,
+    ) -> Result<DeleteItemResult, ItemError> {
+        let blocking = self.graph.blocking_dependents(item.identity.uid);
+        if blocking.is_empty() {
+            tracing::debug!(item = %item.identity, "remove DeleteDependents finalizer for item");
+            self.remove_finalizer(&item.identity, FINALIZER_DELETE_DEPENDENTS).await?;
+            return Ok(DeleteItemResult::ProcessedDeletingDependents);
+        }
+        for dep in blocking {
+            if let Some(d) = self.graph.node(dep)
+                && !d.deleting_dependents
+            {
+                tracing::debug!(item = %item.identity, dependent = %d.identity, "adding dependent to attemptToDelete, because its owner is deletingDependents");
+                self.attempt_to_delete.add(d.key());
+            }
+        }
+        Ok(DeleteItemResult::ProcessedDeletingDependents)
+    }
+}

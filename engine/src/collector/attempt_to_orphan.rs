@@ -1,0 +1,68 @@
+//! The attemptToOrphan path: remove an owner from its dependents' owner references, then its
+//! `orphan` finalizer.
+//!
+//! Upstream: `garbagecollector.go` (`attemptToOrphanWorker`, `orphanDependents`);
+//! GC-SPEC.md §4.
+
+use futures_util::future::join_all;
+
+use super::{Collector, ItemError, Outcome};
+use crate::cluster::{Cluster, ClusterError};
+use crate::graph::NodeKey;
+use crate::identity::ObjectReference;
+use crate::ingest::rules::FINALIZER_ORPHAN;
+
+impl<C: Cluster> Collector<C> {
+    /// The body of an attemptToOrphan worker for one item.
+    pub async fn attempt_to_orphan_worker(&self, key: NodeKey) -> Outcome {
+        // The owner as the graph knows it; a node gone from the graph has nothing to orphan.
+        let Some(owner) = self.graph.node(key.uid) else { return Outcome::Forget };
+        let dependents: Vec<ObjectReference> = self
+            .graph
+            .dependents(key.uid)
+            .into_iter()
+            .filter_map(|d| self.graph.node(d.uid).map(|n| n.identity))
+            .collect();
+        if let Err(e) = self.orphan_dependents(&owner.identity, &dependents).await {
+            tracing::warn!(owner = %owner.identity, error = %e, "orphanDependents failed");
+            return Outcome::Requeue;
+        }
+        match self.remove_finalizer(&owner.identity, FINALIZER_ORPHAN).await {
+            Ok(()) => Outcome::Forget,
+            Err(e) => {
+                tracing::warn!(owner = %owner.identity, error = %e, "removeOrphanFinalizer failed");
+                Outcome::Requeue
+            }
+        }
+    }
+
+    /// Upstream's `orphanDependents`: removes `owner` from each dependent's owner references,
+    /// all dependents at once. A dependent already gone is not an error.
+    ///
+    /// Dependents not yet in the graph are not orphaned (upstream's known race, #26120).
+    pub async fn orphan_dependents(
+        &self,
+        owner: &ObjectReference,
+        dependents: &[ObjectReference],
+    ) -> Result<(), ItemError> {
+        let owner_uid = [owner.uid.to_string()];
+        let owner_uid = &owner_uid;
+        let results = join_all(dependents.iter().map(|dep| async move {
+            match self.remove_owner_references(dep, owner_uid).await {
+                Ok(_) | Err(ClusterError::NotFound) => None,
+                Err(e) => Some(format!("orphaning {dep} failed, {e}")),
+            }
+        }))
+        .await;
+        let errors: Vec<String> = results.into_iter().flatten().collect();
+        if errors.is_empty() {
+            tracing::trace!(%owner, "successfully updated all dependents");
+            Ok(())
+        } else {
+            Err(ItemError::Other(format!(
+                "failed to orphan dependents of owner {owner}, got errors: [{}]",
+                errors.join(", ")
+            )))
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Classifying an object's live owner references: solid, dangling, or waiting for their own
+//! dependents' deletion.
+//!
+//! Upstream: `garbagecollector.go` (`isDangling`, `classifyReferences`); GC-SPEC.md §3.3-3.4.
+
+use super::{Collector, ItemError};
+use crate::cluster::{Cluster, ClusterError};
+use crate::identity::{Namespace, ObjectReference, OwnerRef};
+use crate::ingest::ObjectMeta;
+use crate::ingest::rules::FINALIZER_DELETE_DEPENDENTS;
+
+/// The three kinds of owner reference.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Classified {
+    /// Owners that exist and are not being deleted in the foreground.
+    pub(super) solid: Vec<OwnerRef>,
+    /// Owners a live read (or the absent-owner cache) found absent, or with another UID.
+    pub(super) dangling: Vec<OwnerRef>,
+    /// Owners that exist and are being deleted in the foreground.
+    pub(super) waiting_for_dependents_deletion: Vec<OwnerRef>,
+}
+
+impl<C: Cluster> Collector<C> {
+    /// Upstream's `isDangling`: whether `owner` (a reference of `item`) is absent, with the
+    /// owner's live metadata when it is not.
+    pub(super) async fn is_dangling(
+        &self,
+        owner: &OwnerRef,
+        item: &ObjectReference,
+    ) -> Result<Option<ObjectMeta>, ItemError> {
+        // Cached as cluster-scoped, or in the dependent's namespace.
+        let mut key = ObjectReference::from_owner(owner, Namespace::CLUSTER);
+        if self.absent_owners.has(&key) {
+            tracing::trace!(%item, owner = %key, "according to the absentOwnerCache, item's owner does not exist");
+            return Ok(None);
+        }
+        key.namespace = item.namespace;
+        if self.absent_owners.has(&key) {
+            tracing::trace!(%item, owner = %key, "according to the absentOwnerCache, item's owner does not exist in namespace");
+            return Ok(None);
+        }
+        let (resource, _) = self.locate(&key)?;
+        if !resource.namespaced {
+            key.namespace = Namespace::CLUSTER;
+        }
+        if item.namespace.is_cluster() && resource.namespaced {
+            tracing::debug!(%item, owner = %key, "item is cluster-scoped, but refers to a namespaced owner");
+            return Err(ItemError::NamespacedOwnerOfClusterScopedObject);
+        }
+        let namespace = key.namespace.as_str();
+        match self.cluster.get(&resource, namespace, &owner.name).await {
+            Err(ClusterError::NotFound) => {
+                tracing::trace!(%item, owner = %key, "item's owner is not found");
+                self.absent_owners.add(key);
+                Ok(None)
+            }
+            Err(e) => Err(ItemError::cluster(format_args!("cannot get owner {key}"), e)),
+            Ok(found) if found.uid != owner.uid.to_string() => {
+                tracing::trace!(%item, owner = %key, "item's owner is not found, UID mismatch");
+                self.absent_owners.add(key);
+                Ok(None)
+            }
+            Ok(found) => Ok(Some(found)),
+        }
+    }
+
+    /// Upstream's `classifyReferences`: one live read per reference not in the absent-owner
+    /// cache; any error aborts the classification.
+    pub(super) async fn classify_references(
+        &self,
+        item: &ObjectReference,
+        owners: &[OwnerRef],
+    ) -> Result<Classified, ItemError> {
+        let mut c = Classified::default();
+        for owner in owners {
+            match self.is_dangling(owner, item).await? {
+                None => c.dangling.push(owner.clone()),
+                Some(meta)
+                    if meta.deletion_timestamp
+                        && meta.has_finalizer(FINALIZER_DELETE_DEPENDENTS) =>
+                {
+                    c.waiting_for_dependents_deletion.push(owner.clone());
+                }
+                Some(_) => c.solid.push(owner.clone()),
+            }
+        }
+        Ok(c)
+    }
+}

@@ -1,0 +1,287 @@
+//! The collector's decisions: what the `attemptToDelete` and `attemptToOrphan` workers do.
+//!
+//! Upstream: `garbagecollector.go` (`GarbageCollector`, `attemptToDeleteWorker`,
+//! `attemptToDeleteItem`, `processDeletingDependentsItem`, `attemptToOrphanWorker`,
+//! `orphanDependents`) and `operations.go`; GC-SPEC.md §3-5.
+//!
+//! A [`Collector`] holds the graph (read only: ingestion is the sole writer), the two work
+//! queues, the absent-owner cache, and a [`Cluster`]. Its workers never trust the graph for a
+//! decision that deletes: before deleting an object they re-read it live and classify its live
+//! owner references with live reads of each owner (modulo the absent-owner cache, which only
+//! ever holds owners a live read found absent). What they learn that the graph does not know
+//! yet (an object that is gone) goes back to ingestion as a *virtual delete event* through a
+//! [`VirtualEventSink`].
+//!
+//! # Freshness
+//!
+//! As upstream: the graph is at least as new as any queue item a worker receives, because
+//! ingestion queues an item only after applying the event that called for it (the caller of
+//! [`crate::Ingester::ingest`] hands the output to [`Collector::apply_ingest_output`] after the
+//! batch is in the graph).
+
+mod attempt_to_delete;
+mod attempt_to_orphan;
+mod classify;
+mod operations;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
+
+use crate::absent_owner_cache::AbsentOwnerCache;
+use crate::cluster::{Cluster, ClusterError};
+use crate::graph::{Graph, NodeKey};
+use crate::ingest::{Enqueue, Event, IngestOutput};
+use crate::queue::WorkQueue;
+use crate::sync::{Arc, Mutex};
+
+pub use attempt_to_delete::DeleteItemResult;
+
+/// What a worker does with an item after processing it (upstream's `forgetItem` /
+/// `requeueItem`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Outcome {
+    /// Done: reset the item's backoff.
+    Forget,
+    /// Try again later, with per-item exponential backoff.
+    Requeue,
+}
+
+/// Why processing an item did not complete.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum ItemError {
+    /// A live read found the object absent and a virtual delete event was sent to the graph
+    /// builder; nothing more to do with this item (forget).
+    #[error("enqueued virtual delete event")]
+    EnqueuedVirtualDeleteEvent,
+    /// A cluster-scoped object names a namespaced owner: that can never resolve (forget).
+    #[error("cluster-scoped objects cannot refer to namespaced owners")]
+    NamespacedOwnerOfClusterScopedObject,
+    /// The apiVersion/kind has no resource (requeue: a CRD may appear).
+    #[error("unable to get REST mapping for {0}")]
+    RestMapping(String),
+    /// An API call failed (requeue).
+    #[error("{context}: {source}")]
+    Cluster {
+        /// What was being done.
+        context: String,
+        /// The failure.
+        #[source]
+        source: ClusterError,
+    },
+    /// Any other failure (requeue), with upstream's message.
+    #[error("{0}")]
+    Other(String),
+    /// The item's processing panicked (requeue).
+    #[error("processing panicked: {0}")]
+    Panicked(String),
+}
+
+impl ItemError {
+    fn cluster(context: impl fmt::Display, source: ClusterError) -> ItemError {
+        ItemError::Cluster { context: context.to_string(), source }
+    }
+
+    /// Whether the item should be dropped rather than retried.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ItemError::EnqueuedVirtualDeleteEvent
+            | ItemError::NamespacedOwnerOfClusterScopedObject => Outcome::Forget,
+            _ => Outcome::Requeue,
+        }
+    }
+}
+
+/// Where workers send the virtual delete events they generate (upstream's `graphChanges`
+/// queue, as far as workers use it).
+pub trait VirtualEventSink: Send + Sync + 'static {
+    /// Hands a virtual delete event to the graph builder.
+    fn push(&self, event: Event);
+}
+
+/// A [`VirtualEventSink`] that keeps events in memory until the graph builder drains them.
+#[derive(Debug, Default)]
+pub struct PendingGraphChanges {
+    events: Mutex<VecDeque<Event>>,
+}
+
+impl PendingGraphChanges {
+    /// An empty queue.
+    pub fn new() -> PendingGraphChanges {
+        PendingGraphChanges::default()
+    }
+
+    /// Puts `event` at the front (upstream's test helper `insertEvent`).
+    pub fn push_front(&self, event: Event) {
+        self.events.lock().push_front(event);
+    }
+
+    /// Takes up to `max` events, oldest first.
+    pub fn drain(&self, max: usize) -> Vec<Event> {
+        let mut q = self.events.lock();
+        let n = max.min(q.len());
+        q.drain(..n).collect()
+    }
+
+    /// A copy of the pending events, oldest first.
+    pub fn pending(&self) -> Vec<Event> {
+        self.events.lock().iter().cloned().collect()
+    }
+
+    /// How many events are pending.
+    pub fn len(&self) -> usize {
+        self.events.lock().len()
+    }
+
+    /// Whether no event is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl VirtualEventSink for PendingGraphChanges {
+    fn push(&self, event: Event) {
+        self.events.lock().push_back(event);
+    }
+}
+
+/// The garbage collector's workers' side (see the module docs).
+pub struct Collector<C> {
+    graph: Arc<Graph>,
+    cluster: Arc<C>,
+    absent_owners: Arc<AbsentOwnerCache>,
+    attempt_to_delete: Arc<WorkQueue<NodeKey>>,
+    attempt_to_orphan: Arc<WorkQueue<NodeKey>>,
+    graph_changes: Arc<dyn VirtualEventSink>,
+}
+
+impl<C> fmt::Debug for Collector<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Collector")
+            .field("graph_nodes", &self.graph.len())
+            .field("attempt_to_delete", &self.attempt_to_delete.len())
+            .field("attempt_to_orphan", &self.attempt_to_orphan.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Cluster> Collector<C> {
+    /// A collector over `graph`, reaching the API through `cluster`.
+    pub fn new(
+        graph: Arc<Graph>,
+        cluster: Arc<C>,
+        absent_owners: Arc<AbsentOwnerCache>,
+        attempt_to_delete: Arc<WorkQueue<NodeKey>>,
+        attempt_to_orphan: Arc<WorkQueue<NodeKey>>,
+        graph_changes: Arc<dyn VirtualEventSink>,
+    ) -> Collector<C> {
+        Collector {
+            graph,
+            cluster,
+            absent_owners,
+            attempt_to_delete,
+            attempt_to_orphan,
+            graph_changes,
+        }
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.graph
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &Arc<C> {
+        &self.cluster
+    }
+
+    /// The absent-owner cache.
+    pub fn absent_owners(&self) -> &Arc<AbsentOwnerCache> {
+        &self.absent_owners
+    }
+
+    /// The attemptToDelete queue.
+    pub fn attempt_to_delete_queue(&self) -> &Arc<WorkQueue<NodeKey>> {
+        &self.attempt_to_delete
+    }
+
+    /// The attemptToOrphan queue.
+    pub fn attempt_to_orphan_queue(&self) -> &Arc<WorkQueue<NodeKey>> {
+        &self.attempt_to_orphan
+    }
+
+    /// Carries out what a batch's ingestion decided: queue its items, cache its absent
+    /// owners, record its warnings. Call it after each [`crate::Ingester::ingest`].
+    pub async fn apply_ingest_output(&self, output: IngestOutput) {
+        for owner in output.absent_owners {
+            self.absent_owners.add(owner);
+        }
+        for e in output.enqueued {
+            match e {
+                Enqueue::AttemptToDelete(k) => self.attempt_to_delete.add(k),
+                Enqueue::AttemptToDeleteRateLimited(k) => {
+                    self.attempt_to_delete.add_rate_limited(k)
+                }
+                Enqueue::AttemptToOrphan(k) => self.attempt_to_orphan.add(k),
+            }
+        }
+        for w in output.warnings {
+            self.cluster.record_event(w).await;
+        }
+    }
+
+    /// One iteration of an attemptToDelete worker (upstream's
+    /// `processAttemptToDeleteWorker`): takes an item, processes it, forgets or requeues it,
+    /// marks it done. Returns `false` once the queue is shut down and empty.
+    ///
+    /// A panic while processing is caught, logged and treated as a failure (requeue), as
+    /// Kubernetes' `HandleCrash` habit keeps one bad item from stopping the worker.
+    pub async fn process_attempt_to_delete_worker(&self) -> bool {
+        let Some(key) = self.attempt_to_delete.get_async().await else { return false };
+        let outcome = AssertUnwindSafe(self.attempt_to_delete_worker(key))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| {
+                tracing::error!(item = ?key, panic = panic_message(&panic), "attemptToDelete panicked");
+                Outcome::Requeue
+            });
+        self.finish(&self.attempt_to_delete, key, outcome);
+        true
+    }
+
+    /// One iteration of an attemptToOrphan worker (upstream's `processAttemptToOrphanWorker`).
+    pub async fn process_attempt_to_orphan_worker(&self) -> bool {
+        let Some(key) = self.attempt_to_orphan.get_async().await else { return false };
+        let outcome = AssertUnwindSafe(self.attempt_to_orphan_worker(key))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| {
+                tracing::error!(item = ?key, panic = panic_message(&panic), "attemptToOrphan panicked");
+                Outcome::Requeue
+            });
+        self.finish(&self.attempt_to_orphan, key, outcome);
+        true
+    }
+
+    fn finish(&self, queue: &WorkQueue<NodeKey>, key: NodeKey, outcome: Outcome) {
+        match outcome {
+            Outcome::Forget => queue.forget(&key),
+            Outcome::Requeue => queue.add_rate_limited(key),
+        }
+        queue.done(&key);
+    }
+
+    fn enqueue_virtual_delete_event(&self, identity: &crate::ObjectReference) {
+        self.graph_changes.push(Event::virtual_delete(identity));
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".to_owned())
+}
