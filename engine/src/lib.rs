@@ -28,9 +28,16 @@
 
 pub(crate) mod sync;
 
+// What `loom-tests/` needs from inside the engine (the phases' loom thread runner, the seeded
+// defects); exists only under `--cfg kube_gc_loom`.
+#[cfg(kube_gc_loom)]
+#[doc(hidden)]
+pub mod loom_support;
+
 pub mod absent_owner_cache;
 pub mod cluster;
 pub mod collector;
+pub mod dot;
 pub mod error;
 pub mod graph;
 pub mod identity;

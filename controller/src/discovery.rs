@@ -1,0 +1,175 @@
+//! Which resources to watch, and how to map an apiVersion/kind to a resource.
+//!
+//! Upstream: `garbagecollector.go` (`GetDeletableResources`) and the restMapper;
+//! GC-SPEC.md §6.
+//!
+//! Legacy discovery (`/api`, `/apis`, one request per group-version), which every server has
+//! (1.20 has no aggregated discovery). A group that fails to answer is reported and skipped,
+//! as client-go's `ErrGroupDiscoveryFailed`: the other groups are still used, and the caller
+//! keeps watching the failed group's resources it already had.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use kube::Client;
+use kube_gc_engine::cluster::Resource;
+
+/// A resource as `resource.group` (core group: `resource`), the spelling of
+/// `--gc-ignored-resources`.
+pub fn resource_key(r: &Resource) -> String {
+    if r.group.is_empty() { r.resource.clone() } else { format!("{}.{}", r.resource, r.group) }
+}
+
+/// What discovery found.
+#[derive(Debug, Default, Clone)]
+pub struct Discovered {
+    /// Every served (apiVersion, kind), all versions: the restMapper.
+    pub mapper: HashMap<(String, String), Resource>,
+    /// The resources to watch: preferred version of each group, supporting list, watch and
+    /// delete, not ignored. Keyed by [`resource_key`].
+    pub deletable: BTreeMap<String, Resource>,
+    /// Group-versions that failed, with the error.
+    pub failed: Vec<(String, String)>,
+}
+
+impl Discovered {
+    /// The group-versions that failed, as `group/version` (core: `v1`).
+    pub fn failed_group_versions(&self) -> BTreeSet<String> {
+        self.failed.iter().map(|(gv, _)| gv.clone()).collect()
+    }
+}
+
+fn api_version(group: &str, version: &str) -> String {
+    if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") }
+}
+
+/// Adds one group-version's resource list to `out`.
+pub fn add_resource_list(
+    out: &mut Discovered,
+    group: &str,
+    version: &str,
+    preferred: bool,
+    list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+    ignored: &BTreeSet<String>,
+) {
+    for r in &list.resources {
+        if r.name.contains('/') {
+            continue; // subresources (pods/status, …)
+        }
+        let resource = Resource {
+            group: r.group.clone().unwrap_or_else(|| group.to_owned()),
+            version: r.version.clone().unwrap_or_else(|| version.to_owned()),
+            resource: r.name.clone(),
+            kind: r.kind.clone(),
+            namespaced: r.namespaced,
+        };
+        out.mapper
+            .entry((api_version(&resource.group, &resource.version), resource.kind.clone()))
+            .or_insert_with(|| resource.clone());
+        let verbs = &r.verbs;
+        let deletable = ["delete", "list", "watch"].iter().all(|v| verbs.iter().any(|x| x == v));
+        let key = resource_key(&resource);
+        if preferred && deletable && !ignored.contains(&key) {
+            out.deletable.entry(key).or_insert(resource);
+        }
+    }
+}
+
+/// Runs legacy discovery. Fails only when nothing at all could be listed.
+pub async fn discover(
+    client: &Client,
+    ignored: &BTreeSet<String>,
+) -> Result<Discovered, kube::Error> {
+    let mut out = Discovered::default();
+    // Core group: /api → versions → /api/v1.
+    let core = client.list_core_api_versions().await?;
+    for (i, version) in core.versions.iter().enumerate() {
+        match client.list_core_api_resources(version).await {
+            Ok(list) => add_resource_list(&mut out, "", version, i == 0, &list, ignored),
+            Err(e) => out.failed.push((version.clone(), e.to_string())),
+        }
+    }
+    // Named groups: /apis → for each group, every served version.
+    let groups = client.list_api_groups().await?;
+    for g in &groups.groups {
+        let preferred = g
+            .preferred_version
+            .as_ref()
+            .map(|p| p.version.clone())
+            .or_else(|| g.versions.first().map(|v| v.version.clone()));
+        for v in &g.versions {
+            match client.list_api_group_resources(&v.group_version).await {
+                Ok(list) => {
+                    let is_preferred = preferred.as_deref() == Some(v.version.as_str());
+                    add_resource_list(&mut out, &g.name, &v.version, is_preferred, &list, ignored);
+                }
+                Err(e) => out.failed.push((v.group_version.clone(), e.to_string())),
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
+
+    fn res(name: &str, kind: &str, verbs: &[&str]) -> APIResource {
+        APIResource {
+            name: name.into(),
+            kind: kind.into(),
+            namespaced: true,
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Upstream's TestGetDeletableResources, "no error" case: only resources supporting
+    /// delete, list and watch are kept.
+    #[test]
+    fn get_deletable_resources_keeps_only_list_watch_delete() {
+        let mut out = Discovered::default();
+        let list = APIResourceList {
+            group_version: "apps/v1".into(),
+            resources: vec![
+                res("pods", "Pod", &["delete", "list", "watch"]),
+                res("services", "Service", &[]),
+                res("pods/status", "Pod", &["get", "list", "watch", "delete"]),
+            ],
+        };
+        add_resource_list(&mut out, "apps", "v1", true, &list, &BTreeSet::new());
+        let widgets = APIResourceList {
+            group_version: "acme/v1".into(),
+            resources: vec![res("widgets", "Widget", &["delete"])],
+        };
+        add_resource_list(&mut out, "acme", "v1", true, &widgets, &BTreeSet::new());
+        assert_eq!(out.deletable.keys().collect::<Vec<_>>(), ["pods.apps"]);
+        // Every served kind is mappable, deletable or not.
+        assert!(out.mapper.contains_key(&("apps/v1".into(), "Service".into())));
+        assert!(out.mapper.contains_key(&("acme/v1".into(), "Widget".into())));
+    }
+
+    #[test]
+    fn ignored_and_non_preferred_resources_are_not_watched() {
+        let mut out = Discovered::default();
+        let list = APIResourceList {
+            group_version: "v1".into(),
+            resources: vec![
+                res("events", "Event", &["delete", "list", "watch"]),
+                res("configmaps", "ConfigMap", &["delete", "list", "watch"]),
+            ],
+        };
+        let ignored: BTreeSet<String> = ["events".to_string()].into();
+        add_resource_list(&mut out, "", "v1", true, &list, &ignored);
+        assert_eq!(out.deletable.keys().collect::<Vec<_>>(), ["configmaps"]);
+        let beta = APIResourceList {
+            group_version: "rbac.authorization.k8s.io/v1beta1".into(),
+            resources: vec![res("roles", "Role", &["delete", "list", "watch"])],
+        };
+        add_resource_list(&mut out, "rbac.authorization.k8s.io", "v1beta1", false, &beta, &ignored);
+        assert!(!out.deletable.contains_key("roles.rbac.authorization.k8s.io"));
+        assert!(
+            out.mapper.contains_key(&("rbac.authorization.k8s.io/v1beta1".into(), "Role".into()))
+        );
+    }
+}

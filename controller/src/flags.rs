@@ -1,0 +1,228 @@
+//! Command-line flags, named and defaulted as kube-controller-manager's where it has them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser};
+
+/// Upstream's `DefaultIgnoredResources()`: events are never garbage collected.
+pub const DEFAULT_IGNORED_RESOURCES: &str = "events,events.events.k8s.io";
+
+/// kube-gc: the Kubernetes garbage collector (ownerReference cascading deletion).
+///
+/// Run kube-controller-manager with `--controllers=*,-garbagecollector` (1.20;
+/// `-garbage-collector-controller` in newer releases) and this in its place.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "kube-gc", version, about, long_about = None)]
+pub struct Flags {
+    /// Path to a kubeconfig. Without it, $KUBECONFIG, ~/.kube/config, then the in-cluster
+    /// service account are tried, in that order.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Workers for attemptToDelete, and as many for attemptToOrphan
+    /// (kube-controller-manager's `--concurrent-gc-syncs`).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub concurrent_gc_syncs: u32,
+
+    /// Steady queries per second to the API server for the collector's calls
+    /// (`--kube-api-qps`).
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f64,
+
+    /// Burst above `--kube-api-qps` (`--kube-api-burst`).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub kube_api_burst: u32,
+
+    /// Whether to collect garbage at all (`--enable-garbage-collector`). When false the
+    /// process only serves its health endpoints.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_garbage_collector: bool,
+
+    /// Run only while holding a coordination.k8s.io Lease (`--leader-elect`).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+
+    /// How long a lease is valid after its last renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew before giving up leadership.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How often candidates try to acquire or renew.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+
+    /// Name of the Lease.
+    #[arg(long, default_value = "kube-gc")]
+    pub leader_elect_resource_name: String,
+
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+
+    /// Resources never watched nor collected, as `resource.group` (core group: `resource`),
+    /// comma-separated. Default: upstream's (core and events.k8s.io events).
+    #[arg(long, default_value = DEFAULT_IGNORED_RESOURCES, value_delimiter = ',')]
+    pub gc_ignored_resources: Vec<String>,
+
+    /// Graph shards (a power of two). More shards, less lock contention.
+    #[arg(long, default_value_t = 64)]
+    pub shards: usize,
+
+    /// Most events applied to the graph per batch.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+
+    /// Threads applying each batch (default: the machine's cores).
+    #[arg(long)]
+    pub ingest_threads: Option<usize>,
+
+    /// Address of the debug / metrics / health server. Loopback by default: it serves the
+    /// whole dependency graph, so expose it only on purpose.
+    #[arg(long, default_value = "127.0.0.1:10267")]
+    pub debug_addr: SocketAddr,
+
+    /// Allow `--debug-addr` on a non-loopback address.
+    #[arg(long, default_value_t = false)]
+    pub debug_addr_any: bool,
+
+    /// How long to wait for every resource to sync before collecting anyway, with a warning
+    /// (upstream since v1.32: 30s).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub initial_sync_timeout: Duration,
+
+    /// How often to re-run discovery and start / stop watchers (upstream: 30s).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub resync_period: Duration,
+
+    /// Capacity of the absent-owner cache (upstream: 500).
+    #[arg(long, default_value_t = kube_gc_engine::absent_owner_cache::DEFAULT_CAPACITY)]
+    pub absent_owner_cache_size: usize,
+
+    /// Log verbosity, as klog's: 2 logs each decision, 4 monitors and syncs, 5 everything.
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+impl Flags {
+    /// Checks values clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.shards.is_power_of_two() || self.shards > kube_gc_engine::graph::MAX_SHARDS {
+            return Err(format!(
+                "--shards must be a power of two up to 65536, got {}",
+                self.shards
+            ));
+        }
+        if !(self.kube_api_qps > 0.0 && self.kube_api_qps.is_finite()) {
+            return Err(format!("--kube-api-qps must be positive, got {}", self.kube_api_qps));
+        }
+        if !self.debug_addr.ip().is_loopback() && !self.debug_addr_any {
+            return Err(format!(
+                "--debug-addr {} is not a loopback address; pass --debug-addr-any to serve the graph there",
+                self.debug_addr
+            ));
+        }
+        if self.absent_owner_cache_size == 0 {
+            return Err("--absent-owner-cache-size must be at least 1".into());
+        }
+        if self.leader_elect && self.leader_elect_renew_deadline >= self.leader_elect_lease_duration
+        {
+            return Err(
+                "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Parses Go-style durations: `30s`, `1m`, `500ms`, `1h`, `1m30s`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let err = || format!("invalid duration {text:?} (examples: 30s, 500ms, 1m30s)");
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(err)?;
+        let value: f64 = rest[..digits].parse().map_err(|_| err())?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(err()),
+        };
+        total += Duration::try_from_secs_f64(value * scale).map_err(|_| err())?;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_kube_controller_manager() {
+        let f = Flags::parse_from(["kube-gc"]);
+        assert_eq!(f.concurrent_gc_syncs, 20);
+        assert_eq!(f.kube_api_qps, 20.0);
+        assert_eq!(f.kube_api_burst, 30);
+        assert!(f.enable_garbage_collector);
+        assert!(!f.leader_elect);
+        assert_eq!(f.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(f.leader_elect_renew_deadline, Duration::from_secs(10));
+        assert_eq!(f.leader_elect_retry_period, Duration::from_secs(2));
+        assert_eq!(f.gc_ignored_resources, ["events", "events.events.k8s.io"]);
+        assert!(f.debug_addr.ip().is_loopback());
+        assert!(f.validate().is_ok());
+    }
+
+    #[test]
+    fn bools_are_pflag_style() {
+        let f =
+            Flags::parse_from(["kube-gc", "--leader-elect", "--enable-garbage-collector=false"]);
+        assert!(f.leader_elect);
+        assert!(!f.enable_garbage_collector);
+        let f = Flags::parse_from(["kube-gc", "--leader-elect=true"]);
+        assert!(f.leader_elect);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_a_reason() {
+        assert!(Flags::try_parse_from(["kube-gc", "--concurrent-gc-syncs=0"]).is_err());
+        assert!(Flags::try_parse_from(["kube-gc", "--kube-api-burst=0"]).is_err());
+        let f = Flags::parse_from(["kube-gc", "--shards=3"]);
+        assert!(f.validate().unwrap_err().contains("power of two"));
+        let f = Flags::parse_from(["kube-gc", "--debug-addr=0.0.0.0:1"]);
+        assert!(f.validate().unwrap_err().contains("loopback"));
+        let f = Flags::parse_from(["kube-gc", "--debug-addr=0.0.0.0:1", "--debug-addr-any"]);
+        assert!(f.validate().is_ok());
+        let f = Flags::parse_from(["kube-gc", "--kube-api-qps=-1"]);
+        assert!(f.validate().is_err());
+    }
+
+    #[test]
+    fn durations_parse_as_go_does() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "s", "10", "10x", "-1s", "1e400s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The debug server: `/healthz`, `/readyz`, `/metrics`, and upstream's graph dump at
+//! `/debug/controllers/garbagecollector/graph` (GC-SPEC.md §7).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use kube_gc_engine::graph::NodeKey;
+use kube_gc_engine::queue::WorkQueue;
+use kube_gc_engine::{Graph, Uid};
+
+use crate::kube_cluster::ApiCallCounts;
+use crate::metrics::Metrics;
+
+/// What the debug server reads.
+#[derive(Clone, Debug)]
+pub struct DebugState {
+    /// The graph.
+    pub graph: Arc<Graph>,
+    /// attemptToDelete and attemptToOrphan.
+    pub queues: [Arc<WorkQueue<NodeKey>>; 2],
+    /// The controller's counters.
+    pub metrics: Arc<Metrics>,
+    /// The collector's API calls.
+    pub calls: Arc<ApiCallCounts>,
+    /// Set once every watcher has synced (or the sync timeout passed).
+    pub ready: Arc<AtomicBool>,
+}
+
+/// The longest query string served (a graph request names UIDs; anything longer is hostile).
+const MAX_QUERY: usize = 64 * 1024;
+
+/// The router, separate from serving so tests can call it directly.
+pub fn router(state: DebugState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/debug/controllers/garbagecollector/graph", get(graph))
+        .with_state(state)
+}
+
+async fn readyz(State(s): State<DebugState>) -> impl IntoResponse {
+    if s.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "garbage collector not synced")
+    }
+}
+
+async fn metrics(State(s): State<DebugState>) -> impl IntoResponse {
+    let queues: Vec<&WorkQueue<NodeKey>> = s.queues.iter().map(|q| &**q).collect();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.render(&s.graph, &queues, &s.calls),
+    )
+}
+
+/// Decodes `uid=` values of a query string (percent-encoded; `+` is a space).
+fn query_uids(query: &str) -> Vec<String> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == "uid")
+        .map(|(_, v)| percent_decode(v))
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                    .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn graph(State(s): State<DebugState>, RawQuery(query): RawQuery) -> axum::response::Response {
+    let query = query.unwrap_or_default();
+    if query.len() > MAX_QUERY {
+        return (StatusCode::URI_TOO_LONG, "query too long").into_response();
+    }
+    let uids = query_uids(&query);
+    let graph = s.graph.clone();
+    let body = tokio::task::spawn_blocking(move || {
+        if uids.is_empty() {
+            kube_gc_engine::dot::to_dot(&graph)
+        } else {
+            let uids: Vec<Uid> = uids.iter().map(|u| Uid::parse(u)).collect();
+            kube_gc_engine::dot::to_dot_for_uids(&graph, &uids)
+        }
+    })
+    .await;
+    match body {
+        Ok(dot) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "text/vnd.graphviz"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            dot,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// Serves the debug endpoints on `addr` until the task is dropped.
+pub async fn serve(addr: SocketAddr, state: DebugState) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "serving /healthz, /readyz, /metrics and the debug graph");
+    axum::serve(listener, router(state)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_uids_decodes_hostile_values_without_panicking() {
+        assert_eq!(query_uids("uid=a&uid=b&x=c"), ["a", "b"]);
+        assert_eq!(query_uids("uid=%22q%22%5C%0A"), ["\"q\"\\\n"]);
+        assert_eq!(query_uids("uid=%"), ["%"]);
+        assert_eq!(query_uids("uid=%4"), ["%4"]);
+        assert_eq!(query_uids("uid=%zz"), ["%zz"]);
+        assert_eq!(query_uids("uid=%ff%fe"), ["\u{fffd}\u{fffd}"]);
+        assert_eq!(query_uids(&format!("uid={}", "a".repeat(10_000)))[0].len(), 10_000);
+    }
+}

@@ -1,0 +1,258 @@
+//! The engine's [`Cluster`] over kube-rs: metadata-only GET, PATCH and DELETE, rate-limited as
+//! client-go's QPS/burst, with the restMapper fed by discovery.
+//!
+//! Upstream: `operations.go` over the metadata client; GC-SPEC.md §5.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, Patch as KubePatch, PatchParams, PostParams,
+    Preconditions, PropagationPolicy as KubePropagation,
+};
+use kube_gc_engine::cluster::{
+    Cluster, ClusterError, DeleteOptions, Patch, PatchType, PropagationPolicy, Resource,
+    WarningEvent,
+};
+use kube_gc_engine::{ObjectMeta, ObjectType, OwnerReference};
+
+/// Counts of API calls by verb, for `/metrics` and the benchmarks.
+#[derive(Debug, Default)]
+pub struct ApiCallCounts {
+    /// GETs.
+    pub get: AtomicU64,
+    /// PATCHes.
+    pub patch: AtomicU64,
+    /// DELETEs.
+    pub delete: AtomicU64,
+    /// Events created.
+    pub event: AtomicU64,
+}
+
+/// A [`Cluster`] backed by a kube-rs [`Client`].
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: Client,
+    mapper: Arc<RwLock<HashMap<(String, String), Resource>>>,
+    limiter: Arc<DefaultDirectRateLimiter>,
+    /// Calls made, by verb.
+    pub calls: Arc<ApiCallCounts>,
+}
+
+impl std::fmt::Debug for KubeCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeCluster").finish_non_exhaustive()
+    }
+}
+
+/// client-go's token bucket: `qps` steady, `burst` at once.
+pub fn token_bucket(qps: f64, burst: u32) -> DefaultDirectRateLimiter {
+    let period = Duration::from_secs_f64(1.0 / qps).max(Duration::from_nanos(1));
+    let quota = Quota::with_period(period)
+        .expect("a positive period")
+        .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
+    RateLimiter::direct(quota)
+}
+
+impl KubeCluster {
+    /// A cluster over `client`, at most `qps` requests per second with bursts of `burst`.
+    pub fn new(client: Client, qps: f64, burst: u32) -> KubeCluster {
+        KubeCluster {
+            client,
+            mapper: Arc::default(),
+            limiter: Arc::new(token_bucket(qps, burst)),
+            calls: Arc::default(),
+        }
+    }
+
+    /// Replaces the restMapper's contents (after discovery).
+    pub fn set_mapper(&self, mapper: HashMap<(String, String), Resource>) {
+        *self.mapper.write().expect("mapper lock") = mapper;
+    }
+
+    fn api(&self, resource: &Resource, namespace: &str) -> Api<DynamicObject> {
+        let ar = ApiResource {
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            api_version: if resource.group.is_empty() {
+                resource.version.clone()
+            } else {
+                format!("{}/{}", resource.group, resource.version)
+            },
+            kind: resource.kind.clone(),
+            plural: resource.resource.clone(),
+        };
+        if resource.namespaced && !namespace.is_empty() {
+            Api::namespaced_with(self.client.clone(), namespace, &ar)
+        } else {
+            Api::all_with(self.client.clone(), &ar)
+        }
+    }
+}
+
+/// Maps a kube-rs error to what the collector distinguishes.
+pub fn classify_error(e: kube::Error) -> ClusterError {
+    match e {
+        kube::Error::Api(status) => {
+            let code = status.code;
+            let message = status.message.clone();
+            match code {
+                404 => ClusterError::NotFound,
+                409 => ClusterError::Conflict(message),
+                415 => ClusterError::UnsupportedMediaType,
+                422 => ClusterError::Invalid(message),
+                _ => ClusterError::Other { code, message },
+            }
+        }
+        other => ClusterError::Other { code: 0, message: other.to_string() },
+    }
+}
+
+/// Converts API metadata to the engine's.
+pub fn object_meta(m: &meta::ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        uid: m.uid.clone().unwrap_or_default(),
+        name: m.name.clone().unwrap_or_default(),
+        namespace: m.namespace.clone().unwrap_or_default(),
+        resource_version: m.resource_version.clone().unwrap_or_default(),
+        owner_references: m
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| OwnerReference {
+                api_version: r.api_version.clone(),
+                kind: r.kind.clone(),
+                name: r.name.clone(),
+                uid: r.uid.clone(),
+                controller: r.controller,
+                block_owner_deletion: r.block_owner_deletion,
+            })
+            .collect(),
+        finalizers: m.finalizers.clone().unwrap_or_default(),
+        deletion_timestamp: m.deletion_timestamp.is_some(),
+    }
+}
+
+impl Cluster for KubeCluster {
+    fn resource_for(&self, ty: ObjectType) -> Result<Resource, ClusterError> {
+        let key = (ty.api_version().to_owned(), ty.kind().to_owned());
+        self.mapper
+            .read()
+            .expect("mapper lock")
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ClusterError::NoMapping(format!("{}/{}", key.0, key.1)))
+    }
+
+    async fn get(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ObjectMeta, ClusterError> {
+        self.limiter.until_ready().await;
+        self.calls.get.fetch_add(1, Ordering::Relaxed);
+        let got = self.api(resource, namespace).get_metadata(name).await.map_err(classify_error)?;
+        Ok(object_meta(&got.metadata))
+    }
+
+    async fn patch(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<ObjectMeta, ClusterError> {
+        self.limiter.until_ready().await;
+        self.calls.patch.fetch_add(1, Ordering::Relaxed);
+        let body = patch.body.clone();
+        let p = match patch.patch_type {
+            PatchType::StrategicMerge => KubePatch::Strategic(body),
+            PatchType::JsonMerge => KubePatch::Merge(body),
+        };
+        let got = self
+            .api(resource, namespace)
+            .patch_metadata(name, &PatchParams::default(), &p)
+            .await
+            .map_err(classify_error)?;
+        Ok(object_meta(&got.metadata))
+    }
+
+    async fn delete(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<(), ClusterError> {
+        self.limiter.until_ready().await;
+        self.calls.delete.fetch_add(1, Ordering::Relaxed);
+        let preconditions = (options.precondition_uid.is_some()
+            || options.precondition_resource_version.is_some())
+        .then(|| Preconditions {
+            uid: options.precondition_uid.clone(),
+            resource_version: options.precondition_resource_version.clone(),
+        });
+        let params = DeleteParams {
+            preconditions,
+            propagation_policy: options.propagation_policy.map(|p| match p {
+                PropagationPolicy::Orphan => KubePropagation::Orphan,
+                PropagationPolicy::Background => KubePropagation::Background,
+                PropagationPolicy::Foreground => KubePropagation::Foreground,
+            }),
+            ..DeleteParams::default()
+        };
+        self.api(resource, namespace).delete(name, &params).await.map_err(classify_error)?;
+        Ok(())
+    }
+
+    async fn record_event(&self, event: WarningEvent) {
+        self.limiter.until_ready().await;
+        self.calls.event.fetch_add(1, Ordering::Relaxed);
+        let involved = &event.involved;
+        // client-go's recorder files events of cluster-scoped objects in `default`.
+        let ns = match involved.namespace.as_str() {
+            "" => "default",
+            ns => ns,
+        };
+        let now = meta::Time(k8s_openapi::jiff::Timestamp::now());
+        let ev = core::Event {
+            metadata: meta::ObjectMeta {
+                generate_name: Some(format!("{}.", involved.name)),
+                namespace: Some(ns.to_owned()),
+                ..Default::default()
+            },
+            involved_object: core::ObjectReference {
+                api_version: Some(involved.ty.api_version().to_owned()),
+                kind: Some(involved.ty.kind().to_owned()),
+                name: Some(involved.name.clone()),
+                namespace: (!involved.namespace.is_cluster())
+                    .then(|| involved.namespace.as_str().to_owned()),
+                uid: Some(involved.uid.to_string()),
+                ..Default::default()
+            },
+            reason: Some(event.reason.to_owned()),
+            message: Some(event.message.clone()),
+            type_: Some("Warning".to_owned()),
+            source: Some(core::EventSource {
+                component: Some("garbage-collector-controller".to_owned()),
+                host: None,
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            ..Default::default()
+        };
+        let api: Api<core::Event> = Api::namespaced(self.client.clone(), ns);
+        if let Err(e) = api.create(&PostParams::default(), &ev).await {
+            tracing::warn!(error = %e, reason = event.reason, "failed to record event");
+        }
+    }
+}

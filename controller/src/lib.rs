@@ -1,0 +1,44 @@
+//! kube-gc, the binary's library: the thin layer that wires [`kube_gc_engine`] to a cluster
+//! through kube-rs.
+//!
+//! The data path, file by file:
+//!
+//! ```text
+//! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource)
+//!      │                 │ batches (IngestMsg)
+//!      │                 ▼
+//!      │           run.rs: ingest loop ──► engine::Ingester ──► Graph
+//!      │                                        │ queue items
+//!      ▼                                        ▼
+//! kube_cluster.rs ◄── engine::Collector ◄── workers (run.rs, --concurrent-gc-syncs)
+//! ```
+//!
+//! Decisions live in the engine; this crate only moves data and talks HTTP.
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod discovery;
+pub mod flags;
+pub mod http;
+pub mod kube_cluster;
+pub mod leader;
+pub mod metrics;
+pub mod run;
+pub mod watchers;
+
+pub use flags::Flags;
+pub use run::Controller;
+
+/// Builds a kube-rs client from `--kubeconfig`, `$KUBECONFIG`, `~/.kube/config` or the
+/// in-cluster service account.
+pub async fn client(flags: &Flags) -> anyhow::Result<kube::Client> {
+    let config = match &flags.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("cannot read kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}

@@ -1,0 +1,106 @@
+//! `kube-gc`: run the Kubernetes garbage collector against a cluster.
+
+use clap::Parser;
+use kube_gc::leader::{Leadership, LeaseConfig};
+use kube_gc::{Controller, Flags};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Maps klog-style `-v` levels to tracing filters: V(2) decisions are `debug`, V(5) `trace`.
+fn filter(verbosity: u8) -> tracing_subscriber::EnvFilter {
+    let ours = match verbosity {
+        0..=1 => "info",
+        2..=4 => "debug",
+        _ => "trace",
+    };
+    let default = format!("warn,kube_gc={ours},kube_gc_engine={ours}");
+    tracing_subscriber::EnvFilter::try_from_env("KUBE_GC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("install SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn main() -> std::process::ExitCode {
+    let flags = Flags::parse();
+    tracing_subscriber::fmt().with_env_filter(filter(flags.verbosity)).init();
+    if let Err(e) = flags.validate() {
+        eprintln!("kube-gc: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(run(flags)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "kube-gc failed");
+            eprintln!("kube-gc: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(flags: Flags) -> anyhow::Result<()> {
+    let client = kube_gc::client(&flags).await?;
+    if !flags.enable_garbage_collector {
+        tracing::warn!("garbage collector disabled by --enable-garbage-collector=false");
+        shutdown_signal().await;
+        return Ok(());
+    }
+    let mut lost = None;
+    if flags.leader_elect {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kube-gc".into());
+        let identity = format!("{host}_{:016x}", rand_suffix());
+        let leadership = Leadership::acquire(
+            client.clone(),
+            LeaseConfig {
+                namespace: flags.leader_elect_resource_namespace.clone(),
+                name: flags.leader_elect_resource_name.clone(),
+                identity,
+                lease_duration: flags.leader_elect_lease_duration,
+                renew_deadline: flags.leader_elect_renew_deadline,
+                retry_period: flags.leader_elect_retry_period,
+            },
+        )
+        .await;
+        lost = Some(tokio::spawn(leadership.hold()));
+    }
+    let controller = Controller::start(flags, client).await?;
+    let stop = async move {
+        match lost {
+            Some(lost) => tokio::select! {
+                _ = shutdown_signal() => {}
+                _ = lost => {
+                    // As kube-controller-manager: losing the lease ends the process, so that
+                    // two collectors never act at once.
+                    tracing::error!("leaderelection lost");
+                    std::process::exit(1);
+                }
+            },
+            None => shutdown_signal().await,
+        }
+    };
+    controller.run(stop).await;
+    Ok(())
+}
+
+/// A per-process random suffix for the lease identity (no RNG dependency needed).
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
+}

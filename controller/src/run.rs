@@ -1,0 +1,384 @@
+//! Wiring: discovery → watchers → ingest loop → graph → queues → workers → cluster.
+//!
+//! Upstream: `garbagecollector.go` (`Run`, `Sync`) and `graph_builder.go` (`syncMonitors`,
+//! `startMonitors`, `IsSynced`); GC-SPEC.md §6.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
+use kube_gc_engine::cluster::Resource;
+use kube_gc_engine::collector::{Collector, VirtualEventSink};
+use kube_gc_engine::graph::NodeKey;
+use kube_gc_engine::queue::WorkQueue;
+use kube_gc_engine::{Event, Graph, Ingester};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use crate::discovery::{self, Discovered};
+use crate::flags::Flags;
+use crate::http::DebugState;
+use crate::kube_cluster::KubeCluster;
+use crate::metrics::Metrics;
+use crate::watchers::{IngestMsg, run_watcher};
+
+/// Sends workers' virtual delete events to the ingest loop.
+#[derive(Debug)]
+struct ChannelSink(mpsc::UnboundedSender<Event>);
+
+impl VirtualEventSink for ChannelSink {
+    fn push(&self, event: Event) {
+        // Only fails once the ingest loop is gone, i.e. while shutting down.
+        let _ = self.0.send(event);
+    }
+}
+
+/// Which watchers have delivered their initial list into the graph.
+#[derive(Debug, Default)]
+pub struct SyncState {
+    synced: std::sync::Mutex<HashSet<String>>,
+    changed: Notify,
+}
+
+impl SyncState {
+    fn mark(&self, key: String) {
+        self.synced.lock().expect("sync lock").insert(key);
+        self.changed.notify_waiters();
+    }
+
+    fn forget(&self, key: &str) {
+        self.synced.lock().expect("sync lock").remove(key);
+    }
+
+    /// Whether every resource in `keys` has synced (upstream's `IsSynced`: false with none).
+    pub fn all_synced<'a>(&self, keys: impl IntoIterator<Item = &'a String>) -> bool {
+        let synced = self.synced.lock().expect("sync lock");
+        let mut any = false;
+        for k in keys {
+            any = true;
+            if !synced.contains(k) {
+                return false;
+            }
+        }
+        any
+    }
+
+    /// The resources in `keys` that have not synced.
+    pub fn unsynced<'a>(&self, keys: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+        let synced = self.synced.lock().expect("sync lock");
+        keys.into_iter().filter(|k| !synced.contains(*k)).cloned().collect()
+    }
+}
+
+/// The running controller's parts.
+pub struct Controller {
+    flags: Flags,
+    client: Client,
+    /// The cluster the workers act on.
+    pub cluster: KubeCluster,
+    /// The graph.
+    pub graph: Arc<Graph>,
+    /// The workers' side.
+    pub collector: Arc<Collector<KubeCluster>>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Set once synced (or after the initial sync timeout).
+    pub ready: Arc<AtomicBool>,
+    sync: Arc<SyncState>,
+    tx: mpsc::Sender<IngestMsg>,
+    watchers: HashMap<String, (Resource, JoinHandle<()>)>,
+    ignored: BTreeSet<String>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller").field("watchers", &self.watchers.len()).finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    /// Builds the controller and starts its ingest loop and debug server.
+    pub async fn start(flags: Flags, client: Client) -> anyhow::Result<Controller> {
+        let graph = Arc::new(Graph::new(flags.shards)?);
+        let cluster = KubeCluster::new(client.clone(), flags.kube_api_qps, flags.kube_api_burst);
+        let metrics = Arc::new(Metrics::default());
+        let (tx, rx) = mpsc::channel::<IngestMsg>(64);
+        let (vtx, vrx) = mpsc::unbounded_channel::<Event>();
+        let attempt_to_delete = Arc::new(WorkQueue::new("garbage_collector_attempt_to_delete"));
+        let attempt_to_orphan = Arc::new(WorkQueue::new("garbage_collector_attempt_to_orphan"));
+        let collector = Arc::new(Collector::new(
+            graph.clone(),
+            Arc::new(cluster.clone()),
+            Arc::new(AbsentOwnerCache::new(flags.absent_owner_cache_size)),
+            attempt_to_delete.clone(),
+            attempt_to_orphan.clone(),
+            Arc::new(ChannelSink(vtx)),
+        ));
+        let sync = Arc::new(SyncState::default());
+        let ready = Arc::new(AtomicBool::new(false));
+        let threads = flags
+            .ingest_threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let ingester = Ingester::new(graph.clone(), threads);
+        let mut tasks = vec![tokio::spawn(ingest_loop(
+            rx,
+            vrx,
+            ingester,
+            collector.clone(),
+            sync.clone(),
+            metrics.clone(),
+            flags.batch_size as usize,
+        ))];
+        let debug = DebugState {
+            graph: graph.clone(),
+            queues: [attempt_to_delete, attempt_to_orphan],
+            metrics: metrics.clone(),
+            calls: cluster.calls.clone(),
+            ready: ready.clone(),
+        };
+        let addr = flags.debug_addr;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, crate::http::router(debug)).await {
+                tracing::error!(error = %e, "debug server failed");
+            }
+        }));
+        tracing::info!(%addr, "serving /healthz, /readyz, /metrics and the debug graph");
+        let ignored = flags.gc_ignored_resources.iter().map(|s| s.trim().to_owned()).collect();
+        Ok(Controller {
+            flags,
+            client,
+            cluster,
+            graph,
+            collector,
+            metrics,
+            ready,
+            sync,
+            tx,
+            watchers: HashMap::new(),
+            ignored,
+            tasks,
+        })
+    }
+
+    /// Runs discovery once and starts / stops watchers to match (upstream's `Sync` body).
+    pub async fn resync(&mut self) {
+        let found = match discovery::discover(&self.client, &self.ignored).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "failed to discover preferred resources");
+                self.metrics.resources_sync_errors.inc();
+                return;
+            }
+        };
+        if !found.failed.is_empty() {
+            tracing::warn!(groups = ?found.failed, "failed to discover some groups");
+        }
+        if found.deletable.is_empty() {
+            tracing::debug!("no resources reported by discovery, skipping garbage collector sync");
+            self.metrics.resources_sync_errors.inc();
+            return;
+        }
+        self.cluster.set_mapper(found.mapper.clone());
+        self.sync_watchers(&found);
+    }
+
+    fn sync_watchers(&mut self, found: &Discovered) {
+        let failed = found.failed_group_versions();
+        let mut wanted = found.deletable.clone();
+        // A group that failed discovery keeps the watchers it had (client-go's
+        // ErrGroupDiscoveryFailed handling in upstream's Sync).
+        for (key, (resource, _)) in &self.watchers {
+            let gv = if resource.group.is_empty() {
+                resource.version.clone()
+            } else {
+                format!("{}/{}", resource.group, resource.version)
+            };
+            if failed.contains(&gv) {
+                wanted.entry(key.clone()).or_insert_with(|| resource.clone());
+            }
+        }
+        let current: Vec<String> = self.watchers.keys().cloned().collect();
+        let (mut added, mut removed) = (Vec::new(), Vec::new());
+        for key in current {
+            let keep = wanted.get(&key).is_some_and(|r| *r == self.watchers[&key].0);
+            if !keep {
+                let (_, handle) = self.watchers.remove(&key).expect("present");
+                handle.abort();
+                self.sync.forget(&key);
+                removed.push(key);
+            }
+        }
+        for (key, resource) in wanted {
+            if self.watchers.contains_key(&key) {
+                continue;
+            }
+            let handle = tokio::spawn(run_watcher(
+                self.client.clone(),
+                resource.clone(),
+                self.graph.clone(),
+                self.tx.clone(),
+                self.flags.batch_size as usize,
+                self.metrics.clone(),
+            ));
+            self.watchers.insert(key.clone(), (resource, handle));
+            added.push(key);
+        }
+        if !added.is_empty() || !removed.is_empty() {
+            tracing::info!(?added, ?removed, "synced monitors");
+        }
+    }
+
+    /// Whether every watcher has delivered its initial list.
+    pub fn is_synced(&self) -> bool {
+        self.sync.all_synced(self.watchers.keys())
+    }
+
+    /// Waits until synced, at most `timeout`; returns whether it synced.
+    pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.sync.changed.notified();
+            if self.is_synced() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.is_synced();
+            }
+        }
+    }
+
+    /// Starts `--concurrent-gc-syncs` workers on each queue.
+    pub fn start_workers(&mut self) {
+        for _ in 0..self.flags.concurrent_gc_syncs {
+            let c = self.collector.clone();
+            self.tasks.push(tokio::spawn(async move {
+                while c.process_attempt_to_delete_worker().await {}
+            }));
+            let c = self.collector.clone();
+            self.tasks.push(tokio::spawn(async move {
+                while c.process_attempt_to_orphan_worker().await {}
+            }));
+        }
+    }
+
+    /// Upstream's `Run` + `Sync`: discover, watch, wait for sync (at most the initial sync
+    /// timeout), collect, and re-discover every resync period, until `shutdown` resolves.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        let started = Instant::now();
+        self.resync().await;
+        if self.wait_for_sync(self.flags.initial_sync_timeout).await {
+            tracing::info!(
+                seconds = started.elapsed().as_secs_f64(),
+                "Garbage collector: all resource monitors have synced"
+            );
+        } else {
+            let unsynced = self.sync.unsynced(self.watchers.keys());
+            tracing::warn!(
+                ?unsynced,
+                "Garbage collector: not all resource monitors could be synced, proceeding anyways"
+            );
+        }
+        self.ready.store(true, Ordering::Release);
+        tracing::info!("Proceeding to collect garbage");
+        self.start_workers();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut tick = tokio::time::interval(self.flags.resync_period);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tick.tick() => {
+                    self.resync().await;
+                    if !self.wait_for_sync(self.flags.resync_period).await {
+                        tracing::warn!("timed out waiting for dependency graph builder sync during GC sync");
+                        self.metrics.resources_sync_errors.inc();
+                    }
+                }
+            }
+        }
+        tracing::info!("Shutting down controller");
+        self.collector.attempt_to_delete_queue().shut_down();
+        self.collector.attempt_to_orphan_queue().shut_down();
+        for (_, (_, h)) in self.watchers.drain() {
+            h.abort();
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+
+    /// The attemptToDelete queue.
+    pub fn attempt_to_delete(&self) -> &Arc<WorkQueue<NodeKey>> {
+        self.collector.attempt_to_delete_queue()
+    }
+}
+
+/// Applies batches to the graph, one at a time, and hands each batch's output to the
+/// collector; marks a resource synced once every batch sent before its marker is applied.
+async fn ingest_loop(
+    mut rx: mpsc::Receiver<IngestMsg>,
+    mut virtual_rx: mpsc::UnboundedReceiver<Event>,
+    mut ingester: Ingester,
+    collector: Arc<Collector<KubeCluster>>,
+    sync: Arc<SyncState>,
+    metrics: Arc<Metrics>,
+    batch_size: usize,
+) {
+    loop {
+        let mut events: Vec<Event> = Vec::new();
+        let mut synced: Vec<String> = Vec::new();
+        let take = |msg: IngestMsg, events: &mut Vec<Event>, synced: &mut Vec<String>| match msg {
+            IngestMsg::Batch(b) => events.extend(b),
+            IngestMsg::Synced(k) => synced.push(k),
+        };
+        tokio::select! {
+            biased;
+            Some(e) = virtual_rx.recv() => events.push(e),
+            msg = rx.recv() => match msg {
+                Some(m) => take(m, &mut events, &mut synced),
+                None => return,
+            },
+        }
+        // Coalesce what is already waiting, up to one batch.
+        while events.len() < batch_size {
+            if let Ok(e) = virtual_rx.try_recv() {
+                events.push(e);
+            } else if let Ok(m) = rx.try_recv() {
+                take(m, &mut events, &mut synced);
+            } else {
+                break;
+            }
+        }
+        if !events.is_empty() {
+            let started = Instant::now();
+            let n = events.len();
+            let Ok((back, out)) = tokio::task::spawn_blocking(move || {
+                let out = ingester.ingest(&events);
+                (ingester, out)
+            })
+            .await
+            else {
+                tracing::error!("ingest panicked; stopping the ingest loop");
+                return;
+            };
+            ingester = back;
+            metrics.ingest_batches.inc();
+            metrics.ingest_events.add(out.applied as u64);
+            metrics.ingest_micros.add(started.elapsed().as_micros() as u64);
+            metrics.ingest_rejected.add(out.errors.len() as u64);
+            for e in &out.errors {
+                tracing::warn!(error = %e, "rejected malformed event");
+            }
+            tracing::trace!(events = n, "applied batch");
+            collector.apply_ingest_output(out).await;
+        }
+        for key in synced {
+            sync.mark(key);
+        }
+    }
+}
