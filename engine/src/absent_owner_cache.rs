@@ -99,6 +99,18 @@ impl AbsentOwnerCache {
     /// Records `owner` as absent (or promotes it if already cached), evicting the least recently
     /// used entry if the cache is over capacity.
     pub fn add(&self, owner: ObjectReference) {
+        // Seeded defect for loom-tests; never enabled in real builds: insert and evict in two
+        // locked sections, so a concurrent hit can make the eviction take the new entry.
+        #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
+        if crate::loom_support::defect_active(crate::loom_support::Defect::AbsentOwnerCacheSplitAdd)
+        {
+            self.entries.lock().put(owner, ());
+            let mut entries = self.entries.lock();
+            while entries.len() > self.capacity {
+                entries.pop_lru();
+            }
+            return;
+        }
         let mut entries = self.entries.lock();
         entries.put(owner, ());
         while entries.len() > self.capacity {

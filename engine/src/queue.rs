@@ -500,6 +500,12 @@ impl<T: Clone + Eq + Hash> Core<T> {
     fn take_next(&self, state: &mut State<T>) -> Option<T> {
         let item = state.queue.pop_front()?;
         state.dirty.remove(&item);
+        // Seeded defect for loom-tests; never enabled in real builds: the item handed out is
+        // not recorded as processing, so a re-add queues it for a second worker at once.
+        #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
+        if crate::loom_support::defect_active(crate::loom_support::Defect::QueueNoProcessingSet) {
+            return Some(item);
+        }
         state.processing.insert(item.clone());
         Some(item)
     }
@@ -716,6 +722,12 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
         let mut wakeups = Wakeups::new();
         let mut state = core.state.lock();
         state.processing.remove(item);
+        // Seeded defect for loom-tests; never enabled in real builds: an item added while it
+        // was processing is forgotten instead of requeued.
+        #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
+        if crate::loom_support::defect_active(crate::loom_support::Defect::QueueDoneDropsReAdd) {
+            state.dirty.remove(item);
+        }
         if state.dirty.contains(item) {
             state.queue.push_back(item.clone());
             core.notify_one_getter(&mut state, &mut wakeups);

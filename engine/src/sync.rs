@@ -31,6 +31,7 @@ pub(crate) mod atomic {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
     #[cfg(kube_gc_loom)]
+    #[allow(unused_imports)] // as above
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 }
 

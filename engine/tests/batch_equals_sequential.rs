@@ -132,7 +132,12 @@ fn queued(out: &[Enqueue]) -> HashSet<(bool, String)> {
     out.iter().map(|e| (e.is_orphan(), e.key().uid.to_string())).collect()
 }
 
-fn check(events: &[Event], cuts: &[usize], shards: usize, threads: usize) -> Result<(), TestCaseError> {
+fn check(
+    events: &[Event],
+    cuts: &[usize],
+    shards: usize,
+    threads: usize,
+) -> Result<(), TestCaseError> {
     let graph = Arc::new(Graph::new(shards).unwrap());
     let mut parallel = Ingester::new(graph.clone(), threads);
     let mut sequential = SequentialGraph::new();
@@ -191,7 +196,8 @@ proptest! {
 /// (In larger batches a warning about a dependent deleted later in the batch is dropped.)
 #[test]
 fn one_event_batches_report_the_same_warnings() {
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(cases() / 4));
+    let mut runner =
+        proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(cases() / 4));
     runner
         .run(&prop::collection::vec(event(), 1..30), |events| {
             let graph = Arc::new(Graph::new(4).unwrap());

@@ -30,6 +30,10 @@ impl<C: Cluster> Collector<C> {
         // cloned it into a new pointer) was a virtual node: its old item is skipped, as
         // upstream skips the old pointer once the graph holds an observed node.
         let Some(node) = self.graph.node(key.uid) else {
+            // Divergence from upstream: upstream skips only *virtual* items whose UID left the
+            // graph; an observed one it GETs, finds gone (404) and answers with a no-op virtual
+            // delete. A node leaves the graph only on its object's delete event, and UIDs are
+            // never reused, so the outcome is the same with one API call fewer.
             tracing::trace!(item = ?key, "item no longer in the graph, skipping attemptToDeleteItem");
             return Outcome::Forget;
         };

@@ -224,6 +224,21 @@ impl Graph {
 
     /// A copy of the node with `uid`.
     pub fn node(&self, uid: Uid) -> Option<NodeView> {
+        // Seeded defect for loom-tests; never enabled in real builds: the owners are copied
+        // under one read lock and the rest under another, so the copy can be torn.
+        #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
+        if crate::loom_support::defect_active(crate::loom_support::Defect::ShardTornRead) {
+            let owners = self.with_node(uid, |n| n.owners.to_vec())?;
+            return self.with_node(uid, |n| NodeView {
+                identity: n.identity(),
+                incarnation: n.incarnation,
+                is_virtual: n.is_virtual(),
+                being_deleted: n.is_being_deleted(),
+                deleting_dependents: n.is_deleting_dependents(),
+                owners,
+                dependents_len: n.dependents.len(),
+            });
+        }
         self.with_node(uid, |n| NodeView {
             identity: n.identity(),
             incarnation: n.incarnation,
@@ -242,6 +257,17 @@ impl Graph {
 
     /// The UIDs of the node's dependents (upstream's `getDependents`), empty if absent.
     pub fn dependents(&self, uid: Uid) -> Vec<DependentView> {
+        // Seeded defect for loom-tests; never enabled in real builds: the dependents are
+        // counted under one read lock and that many are copied under another.
+        #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
+        if crate::loom_support::defect_active(crate::loom_support::Defect::DependentsTornSnapshot) {
+            let len = self.dependents_len(uid);
+            let all = self.with_node(uid, |n| {
+                let copy = n.dependents.iter().take(len);
+                copy.map(|d| DependentView { uid: d.uid, namespace: d.namespace }).collect()
+            });
+            return all.unwrap_or_default();
+        }
         self.with_node(uid, |n| {
             n.dependents
                 .iter()

@@ -56,6 +56,9 @@ use self::output::invalid_namespace_warning;
 use self::prepare::Prepared;
 use crate::graph::{Graph, NodeKey};
 use crate::sync::Arc;
+// Loom has no scoped threads: under the cfg the phases run on loom threads instead.
+#[cfg(kube_gc_loom)]
+use crate::loom_support::run_on_threads;
 
 /// Applies batches of events to a [`Graph`] (see the module docs).
 #[derive(Debug)]
@@ -168,6 +171,18 @@ impl Ingester {
                 // Own steps and each thread's ops are already in order: a stable sort of
                 // a few sorted runs.
                 steps.sort_by_key(Step::order);
+                // Seeded defect for loom-tests; never enabled in real builds: each step under a
+                // write lock of its own, so readers can see the shard half-way through.
+                #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
+                if crate::loom_support::defect_active(
+                    crate::loom_support::Defect::IngestStepwiseApply,
+                ) {
+                    for step in &steps {
+                        let mut shard = graph.write_shard(s);
+                        apply::apply_shard(&mut shard, prepared, &[*step], &mut records);
+                    }
+                    continue;
+                }
                 let mut shard = graph.write_shard(s);
                 apply::apply_shard(&mut shard, prepared, &steps, &mut records);
             }
@@ -238,6 +253,7 @@ fn repeats_owner_uid(e: &Event) -> bool {
 
 /// Runs `f(0..threads)` on scoped threads (`f(0)` on the caller's) and collects the results in
 /// thread order.
+#[cfg(not(kube_gc_loom))]
 fn run_on_threads<R: Send>(threads: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
     if threads == 1 {
         return vec![f(0)];

@@ -1,0 +1,629 @@
+//! The collector's error paths and deletion modes, beyond upstream's unit tests: what each
+//! failure does to an item (forget or requeue), foreground deletion, cycle breaking, orphaning,
+//! the JSON merge patch fallback, finalizer removal retries, and panics.
+//!
+//! GC-SPEC.md §3 (attemptToDelete), §4 (attemptToOrphan), §5 (API operations). Each test drives
+//! the real [`Collector`] over a [`MemoryCluster`], with the graph fed by the [`Ingester`] from
+//! the same objects the cluster holds, as informers would.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::executor::block_on;
+use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
+use kube_gc_engine::cluster::{ClusterError, PatchType, Resource};
+use kube_gc_engine::collector::{
+    Collector, DeleteItemResult, ItemError, Outcome, PendingGraphChanges, VirtualEventSink,
+};
+use kube_gc_engine::graph::NodeKey;
+use kube_gc_engine::memory_cluster::{Verb, resource};
+use kube_gc_engine::{
+    Event, EventType, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectReference, OwnerReference,
+    RateLimiterConfig, Uid, WorkQueue,
+};
+
+fn pods() -> Resource {
+    resource("v1", "pods", "Pod", true)
+}
+fn nodes() -> Resource {
+    resource("v1", "nodes", "Node", false)
+}
+fn configmaps() -> Resource {
+    resource("v1", "configmaps", "ConfigMap", true)
+}
+fn deployments() -> Resource {
+    resource("apps/v1", "deployments", "Deployment", true)
+}
+fn replication_controllers() -> Resource {
+    resource("v1", "replicationcontrollers", "ReplicationController", true)
+}
+fn widgets() -> Resource {
+    resource("example.com/v1", "widgets", "Widget", true)
+}
+
+fn api_version(r: &Resource) -> String {
+    if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) }
+}
+
+/// A reference to the object `name` (UID `uid`) of `owner`'s resource.
+fn owner_ref(owner: &Resource, name: &str, uid: &str, blocks: Option<bool>) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version(owner),
+        kind: owner.kind.clone(),
+        name: name.into(),
+        uid: uid.into(),
+        controller: None,
+        block_owner_deletion: blocks,
+    }
+}
+
+/// An object in ns1 (or cluster-scoped, for cluster-scoped resources).
+fn object(r: &Resource, name: &str, uid: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
+    ObjectMeta {
+        uid: uid.into(),
+        name: name.into(),
+        namespace: if r.namespaced { "ns1".into() } else { String::new() },
+        owner_references: owners,
+        ..ObjectMeta::default()
+    }
+}
+
+/// `object`, being deleted and held by `finalizers`.
+fn deleting(mut meta: ObjectMeta, finalizers: &[&str]) -> ObjectMeta {
+    meta.deletion_timestamp = true;
+    meta.finalizers = finalizers.iter().map(|f| (*f).to_owned()).collect();
+    meta
+}
+
+/// A cluster, a graph fed from it, and a collector with immediate requeues.
+struct Env {
+    cluster: Arc<MemoryCluster>,
+    graph: Arc<Graph>,
+    ingester: Ingester,
+    graph_changes: Arc<PendingGraphChanges>,
+    gc: Collector<MemoryCluster>,
+}
+
+impl Env {
+    fn new() -> Env {
+        let cluster = Arc::new(MemoryCluster::with_test_resources());
+        let graph = Arc::new(Graph::new(4).unwrap());
+        let graph_changes = Arc::new(PendingGraphChanges::new());
+        let sink: Arc<dyn VirtualEventSink> = graph_changes.clone();
+        let queue = |name: &str| {
+            Arc::new(WorkQueue::with_rate_limiter(name, RateLimiterConfig::immediate()))
+        };
+        let gc = Collector::new(
+            graph.clone(),
+            cluster.clone(),
+            Arc::new(AbsentOwnerCache::new(100)),
+            queue("garbage_collector_attempt_to_delete"),
+            queue("garbage_collector_attempt_to_orphan"),
+            sink,
+        );
+        Env { ingester: Ingester::new(graph.clone(), 2), cluster, graph, graph_changes, gc }
+    }
+
+    /// Creates `meta` in the cluster (not recorded) and ingests its add event.
+    fn create(&mut self, r: &Resource, meta: ObjectMeta) {
+        self.cluster.create(r, meta.clone()).unwrap();
+        self.observe(EventType::Add, r, meta);
+    }
+
+    /// Ingests an informer event for `meta`, and hands the output to the collector.
+    fn observe(&mut self, event_type: EventType, r: &Resource, meta: ObjectMeta) {
+        let ty = kube_gc_engine::ObjectType::new(&api_version(r), &r.kind);
+        let out = self.ingester.ingest(&[Event::new(event_type, ty, meta)]);
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        block_on(self.gc.apply_ingest_output(out));
+    }
+
+    /// Ingests the object's current state from the cluster as an update.
+    fn observe_update(&mut self, r: &Resource, name: &str) {
+        let meta = self.cluster.object(r, if r.namespaced { "ns1" } else { "" }, name).unwrap();
+        self.observe(EventType::Update, r, meta);
+    }
+
+    fn key(&self, uid: &str) -> NodeKey {
+        self.graph.key_of(Uid::parse(uid)).expect("node in the graph")
+    }
+
+    /// The attemptToDelete worker's decision for the node `uid`.
+    fn work(&self, uid: &str) -> Outcome {
+        block_on(self.gc.attempt_to_delete_worker(self.key(uid)))
+    }
+
+    fn pending_delete(&self) -> Vec<NodeKey> {
+        self.gc.attempt_to_delete_queue().pending()
+    }
+
+    /// Empties the attemptToDelete queue without processing (items a test does not care about).
+    fn clear_attempt_to_delete(&self) {
+        let queue = self.gc.attempt_to_delete_queue();
+        while !queue.is_empty() {
+            let key = queue.get().unwrap();
+            queue.forget(&key);
+            queue.done(&key);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outcomes
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn item_errors_forget_only_what_can_never_succeed() {
+    let conflict = ClusterError::Conflict("x".into());
+    let cases = [
+        (ItemError::EnqueuedVirtualDeleteEvent, Outcome::Forget),
+        (ItemError::NamespacedOwnerOfClusterScopedObject, Outcome::Forget),
+        (ItemError::RestMapping("extensions/v1beta1/Deployment".into()), Outcome::Requeue),
+        (ItemError::Cluster { context: "get".into(), source: conflict }, Outcome::Requeue),
+        (ItemError::Other("failed to orphan".into()), Outcome::Requeue),
+        (ItemError::Panicked("boom".into()), Outcome::Requeue),
+    ];
+    for (i, (err, want)) in cases.iter().enumerate() {
+        let got = err.outcome();
+        assert_eq!(got, *want, "#{i}: {err}: got {got:?}, want {want:?}");
+    }
+}
+
+#[test]
+fn owner_not_found_generates_virtual_delete_event_and_is_forgotten() {
+    let mut env = Env::new();
+    // The pod's owner was never created: its virtual node is verified absent.
+    env.create(
+        &pods(),
+        object(&pods(), "p", "pu", vec![owner_ref(&deployments(), "d", "du", None)]),
+    );
+    assert_eq!(env.work("du"), Outcome::Forget);
+    let absent = ObjectReference::new("apps/v1", "Deployment", "ns1", "d", "du");
+    assert_eq!(env.graph_changes.pending(), [Event::virtual_delete(&absent)]);
+    assert_eq!(env.cluster.take_actions(), ["get apps/v1, Resource=deployments ns=ns1 name=d"]);
+}
+
+#[test]
+fn uid_mismatch_generates_virtual_delete_event_and_is_forgotten() {
+    let mut env = Env::new();
+    env.create(
+        &pods(),
+        object(&pods(), "p", "pu", vec![owner_ref(&deployments(), "d", "du", None)]),
+    );
+    // Another deployment of that name exists, with another UID.
+    env.cluster.create(&deployments(), object(&deployments(), "d", "other", vec![])).unwrap();
+    assert_eq!(env.work("du"), Outcome::Forget);
+    assert_eq!(env.graph_changes.len(), 1);
+}
+
+#[test]
+fn rest_mapping_error_is_requeued_without_an_api_call() {
+    let mut env = Env::new();
+    let unmapped = OwnerReference {
+        api_version: "extensions/v1beta1".into(),
+        kind: "Deployment".into(),
+        name: "d".into(),
+        uid: "du".into(),
+        ..OwnerReference::default()
+    };
+    env.create(&pods(), object(&pods(), "p", "pu", vec![unmapped]));
+    // The virtual owner itself: no mapping, no call.
+    assert_eq!(env.work("du"), Outcome::Requeue);
+    assert!(env.cluster.take_actions().is_empty());
+    // The dependent: read live, then its owner cannot be mapped.
+    let err = block_on(env.gc.attempt_to_delete_item(&env.graph.node(Uid::parse("pu")).unwrap()))
+        .unwrap_err();
+    assert!(matches!(err, ItemError::RestMapping(_)), "{err:?}");
+    assert_eq!(env.work("pu"), Outcome::Requeue);
+    assert!(env.cluster.object(&pods(), "ns1", "p").is_some());
+}
+
+#[test]
+fn virtual_namespaced_owner_of_cluster_scoped_object_is_forgotten_without_an_api_call() {
+    let mut env = Env::new();
+    env.create(&nodes(), object(&nodes(), "n", "nu", vec![owner_ref(&pods(), "p", "pu", None)]));
+    env.cluster.take_actions();
+    // The virtual pod has no namespace: it cannot be looked up.
+    assert_eq!(env.work("pu"), Outcome::Forget);
+    assert!(env.cluster.take_actions().is_empty(), "looked up a namespaced kind without namespace");
+}
+
+#[test]
+fn cluster_scoped_object_with_namespaced_owner_is_forgotten_and_kept() {
+    let mut env = Env::new();
+    env.create(&nodes(), object(&nodes(), "n", "nu", vec![owner_ref(&pods(), "p", "pu", None)]));
+    assert_eq!(env.work("nu"), Outcome::Forget);
+    // Only the node itself is read; its owner is never looked up, and it is not deleted.
+    assert_eq!(env.cluster.take_actions(), ["get /v1, Resource=nodes name=n"]);
+    assert!(env.cluster.object(&nodes(), "", "n").is_some());
+}
+
+#[test]
+fn server_error_on_get_is_requeued() {
+    let mut env = Env::new();
+    env.create(
+        &pods(),
+        object(&pods(), "p", "pu", vec![owner_ref(&deployments(), "d", "du", None)]),
+    );
+    env.cluster.fail_next(
+        Verb::Get,
+        "pods",
+        "p",
+        ClusterError::Other { code: 500, message: "etcd unavailable".into() },
+    );
+    assert_eq!(env.work("pu"), Outcome::Requeue);
+    assert_eq!(env.cluster.take_actions(), ["get /v1, Resource=pods ns=ns1 name=p"]);
+    // The next attempt succeeds: the owner is absent, the pod is collected.
+    assert_eq!(env.work("pu"), Outcome::Forget);
+    assert!(env.cluster.object(&pods(), "ns1", "p").is_none());
+}
+
+#[test]
+fn server_error_on_owner_get_is_requeued() {
+    let mut env = Env::new();
+    env.create(
+        &pods(),
+        object(&pods(), "p", "pu", vec![owner_ref(&deployments(), "d", "du", None)]),
+    );
+    env.cluster.fail_next(
+        Verb::Get,
+        "deployments",
+        "d",
+        ClusterError::Other { code: 500, message: "etcd unavailable".into() },
+    );
+    assert_eq!(env.work("pu"), Outcome::Requeue);
+    assert!(env.cluster.object(&pods(), "ns1", "p").is_some(), "deleted on an unknown owner");
+    assert!(env.gc.absent_owners().is_empty(), "a 500 is not an absence");
+}
+
+#[test]
+fn worker_requeues_a_failed_item_through_the_queue() {
+    let mut env = Env::new();
+    env.create(
+        &pods(),
+        object(&pods(), "p", "pu", vec![owner_ref(&deployments(), "d", "du", None)]),
+    );
+    env.clear_attempt_to_delete();
+    let key = env.key("pu");
+    env.gc.attempt_to_delete_queue().add(key);
+    env.cluster.fail_next(
+        Verb::Get,
+        "pods",
+        "p",
+        ClusterError::Other { code: 500, message: String::new() },
+    );
+    assert!(block_on(env.gc.process_attempt_to_delete_worker()));
+    assert_eq!(env.pending_delete(), [key]);
+    assert_eq!(env.gc.attempt_to_delete_queue().num_requeues(&key), 1);
+    assert!(block_on(env.gc.process_attempt_to_delete_worker()));
+    assert!(env.pending_delete().is_empty());
+    assert_eq!(env.gc.attempt_to_delete_queue().num_requeues(&key), 0, "success forgets");
+}
+
+#[test]
+fn panic_inside_processing_is_caught_and_requeued() {
+    let mut env = Env::new();
+    env.create(
+        &pods(),
+        object(&pods(), "boom", "pu", vec![owner_ref(&deployments(), "d", "du", None)]),
+    );
+    env.clear_attempt_to_delete();
+    env.cluster.on_call(|_, call| {
+        if call.name == "boom" {
+            panic!("injected panic while serving {}", call.action());
+        }
+        None
+    });
+    let key = env.key("pu");
+    env.gc.attempt_to_delete_queue().add(key);
+    assert!(block_on(env.gc.process_attempt_to_delete_worker()), "the worker survives");
+    assert_eq!(env.pending_delete(), [key], "requeued");
+    assert_eq!(env.gc.attempt_to_delete_queue().stats().processing, 0, "marked done");
+    env.cluster.clear_faults();
+    assert!(block_on(env.gc.process_attempt_to_delete_worker()));
+    assert!(env.cluster.object(&pods(), "ns1", "boom").is_none(), "collected once healthy");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Foreground deletion
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn foreground_deletion_queues_blocking_dependents_and_waits_only_for_them() {
+    let mut env = Env::new();
+    let owner = || vec![owner_ref(&deployments(), "owner", "ou", Some(true))];
+    let non_blocking = vec![owner_ref(&deployments(), "owner", "ou", Some(false))];
+    env.create(
+        &deployments(),
+        deleting(object(&deployments(), "owner", "ou", vec![]), &["foregroundDeletion"]),
+    );
+    env.create(&pods(), object(&pods(), "blocking", "pa", owner()));
+    env.create(&pods(), object(&pods(), "non-blocking", "pb", non_blocking));
+    assert!(env.graph.node(Uid::parse("ou")).unwrap().deleting_dependents);
+    assert_eq!(env.pending_delete(), [env.key("ou")]);
+    env.clear_attempt_to_delete();
+
+    // The owner waits: its blocking dependent is queued, the other one is not.
+    assert_eq!(env.work("ou"), Outcome::Forget);
+    assert_eq!(env.pending_delete(), [env.key("pa")]);
+    assert_eq!(env.cluster.take_actions(), ["get apps/v1, Resource=deployments ns=ns1 name=owner"]);
+    assert!(env.cluster.object(&deployments(), "ns1", "owner").is_some());
+
+    // The blocking dependent's owner is waiting for its dependents: the dependent is deleted.
+    env.clear_attempt_to_delete();
+    assert_eq!(env.work("pa"), Outcome::Forget);
+    assert_eq!(
+        env.cluster.take_actions(),
+        [
+            "get /v1, Resource=pods ns=ns1 name=blocking",
+            "get apps/v1, Resource=deployments ns=ns1 name=owner",
+            "delete /v1, Resource=pods ns=ns1 name=blocking",
+        ]
+    );
+    assert!(env.cluster.object(&pods(), "ns1", "blocking").is_none());
+
+    // Its delete event requeues the owner, which has no blocking dependent left: its
+    // finalizer goes, and with it the owner, while the non-blocking dependent still exists.
+    env.observe(EventType::Delete, &pods(), object(&pods(), "blocking", "pa", owner()));
+    assert_eq!(env.pending_delete(), [env.key("ou")]);
+    assert_eq!(env.work("ou"), Outcome::Forget);
+    assert_eq!(
+        env.cluster.take_actions(),
+        [
+            "get apps/v1, Resource=deployments ns=ns1 name=owner",
+            "get apps/v1, Resource=deployments ns=ns1 name=owner",
+            "patch apps/v1, Resource=deployments ns=ns1 name=owner",
+        ]
+    );
+    assert!(env.cluster.object(&deployments(), "ns1", "owner").is_none(), "finalizer kept");
+    assert!(env.cluster.object(&pods(), "ns1", "non-blocking").is_some(), "not waited for");
+}
+
+#[test]
+fn dependent_with_a_solid_owner_and_a_waiting_owner_is_patched_not_deleted() {
+    let mut env = Env::new();
+    env.create(
+        &deployments(),
+        deleting(object(&deployments(), "waiting", "wu", vec![]), &["foregroundDeletion"]),
+    );
+    env.create(&deployments(), object(&deployments(), "solid", "su", vec![]));
+    let owners = vec![
+        owner_ref(&deployments(), "waiting", "wu", Some(true)),
+        owner_ref(&deployments(), "solid", "su", None),
+    ];
+    env.create(&pods(), object(&pods(), "p", "pu", owners));
+    assert_eq!(env.work("pu"), Outcome::Forget);
+    let pod = env.cluster.object(&pods(), "ns1", "p").expect("kept");
+    assert_eq!(pod.owner_references, [owner_ref(&deployments(), "solid", "su", None)]);
+}
+
+/// GC-SPEC §3.6: a dependent of a foreground-deleting owner, with a dependent of its own that is
+/// also deleting in the foreground, is a cycle. The item unblocks its references, then deletes
+/// itself with the resourceVersion read before that patch: the delete conflicts (its owners
+/// changed, so no retry without the resourceVersion) and the item is requeued; the next attempt
+/// deletes it. Its unblocked reference then lets the owner finish.
+#[test]
+fn cycle_under_foreground_deletion_unblocks_then_deletes() {
+    let mut env = Env::new();
+    let cm = configmaps();
+    // a is deleting in the foreground and owned by b; b is owned by a, blocking.
+    env.create(
+        &cm,
+        deleting(
+            object(&cm, "a", "au", vec![owner_ref(&cm, "b", "bu", Some(true))]),
+            &["foregroundDeletion"],
+        ),
+    );
+    env.create(&cm, object(&cm, "b", "bu", vec![owner_ref(&cm, "a", "au", Some(true))]));
+    env.clear_attempt_to_delete();
+    env.cluster.take_actions();
+
+    assert_eq!(env.work("bu"), Outcome::Requeue, "the stale resourceVersion should conflict");
+    let calls = env.cluster.take_calls();
+    let actions: Vec<String> = calls.iter().map(|c| c.action()).collect();
+    assert_eq!(
+        actions,
+        [
+            "get /v1, Resource=configmaps ns=ns1 name=b",
+            "get /v1, Resource=configmaps ns=ns1 name=a",
+            "patch /v1, Resource=configmaps ns=ns1 name=b",
+            "delete /v1, Resource=configmaps ns=ns1 name=b",
+            "get /v1, Resource=configmaps ns=ns1 name=b",
+        ]
+    );
+    assert_eq!(calls[2].patch().unwrap().patch_type, PatchType::StrategicMerge);
+    let b = env.cluster.object(&cm, "ns1", "b").unwrap();
+    assert_eq!(b.owner_references, [owner_ref(&cm, "a", "au", Some(false))], "unblocked");
+    assert!(!b.deletion_timestamp, "deleted with a stale resourceVersion");
+
+    // Second attempt: deleted in the foreground (b has a dependent of its own).
+    assert_eq!(env.work("bu"), Outcome::Forget);
+    let b = env.cluster.object(&cm, "ns1", "b").expect("held by its foregroundDeletion finalizer");
+    assert!(b.deletion_timestamp);
+    assert_eq!(b.finalizers, ["foregroundDeletion"]);
+    let delete = env.cluster.take_calls().pop().unwrap();
+    assert_eq!(
+        delete.delete_options().and_then(|o| o.propagation_policy),
+        Some(kube_gc_engine::cluster::PropagationPolicy::Foreground)
+    );
+
+    // The graph learns that b no longer blocks a: a is requeued, and, with no blocking
+    // dependent left, loses its finalizer.
+    env.observe_update(&cm, "b");
+    assert!(env.pending_delete().contains(&env.key("au")));
+    assert_eq!(env.work("au"), Outcome::Forget);
+    assert!(env.cluster.object(&cm, "ns1", "a").is_none(), "a still held");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finalizers, orphaning, patches
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn orphaning_removes_owner_references_then_the_orphan_finalizer() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    let owned = || vec![owner_ref(&rcs, "rc1", "rcu", Some(true))];
+    env.create(&pods(), object(&pods(), "pa", "pau", owned()));
+    env.create(&pods(), object(&pods(), "pb", "pbu", owned()));
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    let key = env.key("rcu");
+    assert_eq!(env.gc.attempt_to_orphan_queue().pending(), [key]);
+    env.cluster.take_actions();
+
+    assert!(block_on(env.gc.process_attempt_to_orphan_worker()));
+    let actions = env.cluster.take_actions();
+    assert_eq!(actions.len(), 4, "{actions:?}");
+    let mut patches = actions[..2].to_vec();
+    patches.sort();
+    assert_eq!(
+        patches,
+        ["patch /v1, Resource=pods ns=ns1 name=pa", "patch /v1, Resource=pods ns=ns1 name=pb"]
+    );
+    assert_eq!(
+        actions[2..],
+        [
+            "get /v1, Resource=replicationcontrollers ns=ns1 name=rc1",
+            "patch /v1, Resource=replicationcontrollers ns=ns1 name=rc1",
+        ]
+    );
+    for name in ["pa", "pb"] {
+        let pod = env.cluster.object(&pods(), "ns1", name).expect("orphans are kept");
+        assert!(pod.owner_references.is_empty(), "{name} still owned");
+    }
+    assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none(), "orphan finalizer kept");
+    assert!(env.gc.attempt_to_orphan_queue().pending().is_empty());
+    assert_eq!(env.gc.attempt_to_orphan_queue().num_requeues(&key), 0);
+}
+
+#[test]
+fn orphaning_failure_keeps_the_finalizer_and_requeues() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    env.create(&pods(), object(&pods(), "pa", "pau", vec![owner_ref(&rcs, "rc1", "rcu", None)]));
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    env.cluster.fail_next(
+        Verb::Patch,
+        "pods",
+        "pa",
+        ClusterError::Other { code: 500, message: String::new() },
+    );
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Requeue);
+    assert_eq!(env.cluster.object(&rcs, "ns1", "rc1").unwrap().finalizers, ["orphan"]);
+    // A dependent already gone is not a failure.
+    env.cluster.delete_object(&pods(), "ns1", "pa");
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none());
+}
+
+/// Custom resources do not support strategic merge patches (415): the reference removal falls
+/// back to a JSON merge patch of the remaining references, at the resourceVersion read.
+#[test]
+fn json_merge_fallback_on_unsupported_media_type_for_a_custom_resource() {
+    let mut env = Env::new();
+    let w = widgets();
+    env.cluster.register_custom(w.clone());
+    env.create(&w, object(&w, "keeper", "ku", vec![]));
+    let owners = vec![owner_ref(&w, "gone", "gu", None), owner_ref(&w, "keeper", "ku", None)];
+    env.create(&w, object(&w, "child", "cu", owners));
+    env.cluster.take_actions();
+    let rv = env.cluster.object(&w, "ns1", "child").unwrap().resource_version;
+
+    assert_eq!(env.work("cu"), Outcome::Forget);
+    let calls = env.cluster.take_calls();
+    let actions: Vec<String> = calls.iter().map(|c| c.action()).collect();
+    assert_eq!(
+        actions,
+        [
+            "get example.com/v1, Resource=widgets ns=ns1 name=child",
+            "get example.com/v1, Resource=widgets ns=ns1 name=gone",
+            "get example.com/v1, Resource=widgets ns=ns1 name=keeper",
+            "patch example.com/v1, Resource=widgets ns=ns1 name=child",
+            "get example.com/v1, Resource=widgets ns=ns1 name=child",
+            "patch example.com/v1, Resource=widgets ns=ns1 name=child",
+        ]
+    );
+    assert_eq!(calls[3].patch().unwrap().patch_type, PatchType::StrategicMerge);
+    let fallback = calls[5].patch().unwrap();
+    assert_eq!(fallback.patch_type, PatchType::JsonMerge);
+    assert_eq!(fallback.body["metadata"]["resourceVersion"], rv.as_str());
+    let child = env.cluster.object(&w, "ns1", "child").unwrap();
+    assert_eq!(child.owner_references, [owner_ref(&w, "keeper", "ku", None)]);
+}
+
+#[test]
+fn remove_finalizer_conflicts_are_retried_five_times_then_fail() {
+    let mut env = Env::new();
+    let cm = configmaps();
+    env.create(&cm, deleting(object(&cm, "owner", "ou", vec![]), &["foregroundDeletion", "x/y"]));
+    env.cluster.take_actions();
+    let patches = Arc::new(AtomicUsize::new(0));
+    let counter = patches.clone();
+    env.cluster.on_call(move |_, call| {
+        (call.verb() == Verb::Patch).then(|| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            ClusterError::Conflict("the object has been modified".into())
+        })
+    });
+    let node = env.graph.node(Uid::parse("ou")).unwrap();
+    let err = block_on(env.gc.attempt_to_delete_item(&node)).unwrap_err();
+    assert!(err.to_string().contains("updateMaxRetries(5) has reached"), "{err}");
+    assert_eq!(err.outcome(), Outcome::Requeue);
+    assert_eq!(patches.load(Ordering::SeqCst), 5);
+    let actions = env.cluster.take_actions();
+    let gets = actions.iter().filter(|a| a.starts_with("get ")).count();
+    assert_eq!(gets, 1 + 5, "the item, then one GET per attempt: {actions:?}");
+    assert_eq!(env.work("ou"), Outcome::Requeue);
+    // Healthy again: the finalizer goes, the other one stays.
+    env.cluster.clear_faults();
+    assert_eq!(env.work("ou"), Outcome::Forget);
+    assert_eq!(env.cluster.object(&cm, "ns1", "owner").unwrap().finalizers, ["x/y"]);
+}
+
+#[test]
+fn remove_finalizer_retries_from_a_fresh_read_and_succeeds() {
+    let mut env = Env::new();
+    let cm = configmaps();
+    env.create(&cm, deleting(object(&cm, "owner", "ou", vec![]), &["foregroundDeletion"]));
+    // Two conflicts, then the patch goes through.
+    for _ in 0..2 {
+        env.cluster.fail_next(
+            Verb::Patch,
+            "configmaps",
+            "owner",
+            ClusterError::Conflict(String::new()),
+        );
+    }
+    let node = env.graph.node(Uid::parse("ou")).unwrap();
+    assert_eq!(
+        block_on(env.gc.attempt_to_delete_item(&node)),
+        Ok(DeleteItemResult::ProcessedDeletingDependents)
+    );
+    assert!(env.cluster.object(&cm, "ns1", "owner").is_none());
+}
+
+#[test]
+fn item_being_deleted_without_foreground_is_left_alone() {
+    let mut env = Env::new();
+    let owners = vec![owner_ref(&deployments(), "d", "du", None)];
+    env.create(&pods(), deleting(object(&pods(), "p", "pu", owners), &["x/y"]));
+    env.cluster.take_actions();
+    let node = env.graph.node(Uid::parse("pu")).unwrap();
+    assert_eq!(block_on(env.gc.attempt_to_delete_item(&node)), Ok(DeleteItemResult::Kept));
+    assert!(env.cluster.take_actions().is_empty(), "a deleting object needs no call");
+}
+
+#[test]
+fn item_with_own_orphan_finalizer_is_deleted_with_orphan_policy() {
+    let mut env = Env::new();
+    let mut meta = object(&pods(), "p", "pu", vec![owner_ref(&deployments(), "d", "du", None)]);
+    meta.finalizers = vec!["orphan".into()];
+    env.create(&pods(), meta);
+    env.cluster.take_actions();
+    assert_eq!(env.work("pu"), Outcome::Forget);
+    let delete = env.cluster.take_calls().pop().unwrap();
+    assert_eq!(
+        delete.delete_options().and_then(|o| o.propagation_policy),
+        Some(kube_gc_engine::cluster::PropagationPolicy::Orphan)
+    );
+}
