@@ -103,6 +103,18 @@ pub struct Flags {
     #[arg(long, default_value_t = kube_gc_engine::absent_owner_cache::DEFAULT_CAPACITY)]
     pub absent_owner_cache_size: usize,
 
+    /// Skip re-verifying a virtual owner once the informer has observed it in place (it would
+    /// cost two GETs and can find nothing upstream's other paths do not; see the engine's
+    /// `CollectorOptions`). `=false` reproduces upstream's API calls exactly.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub skip_observed_verification: bool,
+
+    /// Collect during warm-up, before every resource has synced: only deletions that live
+    /// reads prove (every owner reference absent, background propagation); everything else
+    /// waits for sync.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub early_collection: bool,
+
     /// Log verbosity, as klog's: 2 logs each decision, 4 monitors and syncs, 5 everything.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,

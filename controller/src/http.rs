@@ -20,6 +20,10 @@ use crate::metrics::Metrics;
 /// What the debug server reads.
 #[derive(Clone, Debug)]
 pub struct DebugState {
+    /// The collector (its stats).
+    pub collector: Arc<kube_gc_engine::collector::Collector<crate::kube_cluster::KubeCluster>>,
+    /// When the controller started (for time-to-garbage metrics).
+    pub started: std::time::Instant,
     /// The graph.
     pub graph: Arc<Graph>,
     /// attemptToDelete and attemptToOrphan.
@@ -57,7 +61,8 @@ async fn metrics(State(s): State<DebugState>) -> impl IntoResponse {
     let queues: Vec<&WorkQueue<NodeKey>> = s.queues.iter().map(|q| &**q).collect();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(&s.graph, &queues, &s.calls),
+        s.metrics.render(&s.graph, &queues, &s.calls)
+            + &crate::metrics::render_collector(s.collector.stats(), s.started),
     )
 }
 

@@ -175,3 +175,56 @@ impl Metrics {
         out
     }
 }
+
+/// Renders the collector's own counters: what warm-up saved and when garbage went.
+pub fn render_collector(
+    stats: &kube_gc_engine::collector::CollectorStats,
+    started: std::time::Instant,
+) -> String {
+    let mut out = String::new();
+    let mut one = |name: &str, kind: &str, help: &str, value: f64| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+    };
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+    one(
+        "kube_gc_deleted_total",
+        "counter",
+        "Objects the collector deleted (or started deleting)",
+        get(&stats.deleted),
+    );
+    one(
+        "kube_gc_verifications_skipped_total",
+        "counter",
+        "Virtual-owner verifications skipped because the owner was observed since",
+        get(&stats.verifications_skipped),
+    );
+    one(
+        "kube_gc_deferred_until_synced_total",
+        "counter",
+        "Items deferred during warm-up because their decision needs the synced graph",
+        get(&stats.deferred_until_synced),
+    );
+    one(
+        "kube_gc_owner_lookups_shared_total",
+        "counter",
+        "Owner GETs answered by a concurrent identical request",
+        get(&stats.owner_lookups_shared),
+    );
+    let times = *stats.deletion_times.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((first, last)) = times {
+        let since = |t: std::time::Instant| t.saturating_duration_since(started).as_secs_f64();
+        one(
+            "kube_gc_first_deletion_seconds",
+            "gauge",
+            "Seconds from start to the first deletion",
+            since(first),
+        );
+        one(
+            "kube_gc_last_deletion_seconds",
+            "gauge",
+            "Seconds from start to the latest deletion",
+            since(last),
+        );
+    }
+    out
+}

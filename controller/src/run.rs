@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::Resource;
-use kube_gc_engine::collector::{Collector, VirtualEventSink};
+use kube_gc_engine::collector::{Collector, CollectorOptions, VirtualEventSink};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::queue::WorkQueue;
 use kube_gc_engine::{Event, Graph, Ingester};
@@ -110,14 +110,20 @@ impl Controller {
         let (vtx, vrx) = mpsc::unbounded_channel::<Event>();
         let attempt_to_delete = Arc::new(WorkQueue::new("garbage_collector_attempt_to_delete"));
         let attempt_to_orphan = Arc::new(WorkQueue::new("garbage_collector_attempt_to_orphan"));
-        let collector = Arc::new(Collector::new(
-            graph.clone(),
-            Arc::new(cluster.clone()),
-            Arc::new(AbsentOwnerCache::new(flags.absent_owner_cache_size)),
-            attempt_to_delete.clone(),
-            attempt_to_orphan.clone(),
-            Arc::new(ChannelSink(vtx)),
-        ));
+        let collector = Arc::new(
+            Collector::new(
+                graph.clone(),
+                Arc::new(cluster.clone()),
+                Arc::new(AbsentOwnerCache::new(flags.absent_owner_cache_size)),
+                attempt_to_delete.clone(),
+                attempt_to_orphan.clone(),
+                Arc::new(ChannelSink(vtx)),
+            )
+            .with_options(CollectorOptions {
+                skip_observed_verification: flags.skip_observed_verification,
+                early_collection: flags.early_collection,
+            }),
+        );
         let sync = Arc::new(SyncState::default());
         let ready = Arc::new(AtomicBool::new(false));
         let threads = flags
@@ -134,6 +140,8 @@ impl Controller {
             flags.batch_size as usize,
         ))];
         let debug = DebugState {
+            collector: collector.clone(),
+            started: Instant::now(),
             graph: graph.clone(),
             queues: [attempt_to_delete, attempt_to_orphan],
             metrics: metrics.clone(),
@@ -252,13 +260,20 @@ impl Controller {
         }
     }
 
-    /// Starts `--concurrent-gc-syncs` workers on each queue.
-    pub fn start_workers(&mut self) {
+    /// Starts `--concurrent-gc-syncs` attemptToDelete workers.
+    pub fn start_delete_workers(&mut self) {
         for _ in 0..self.flags.concurrent_gc_syncs {
             let c = self.collector.clone();
             self.tasks.push(tokio::spawn(async move {
                 while c.process_attempt_to_delete_worker().await {}
             }));
+        }
+    }
+
+    /// Starts `--concurrent-gc-syncs` attemptToOrphan workers (orphaning reads the dependents
+    /// set, so never before sync).
+    pub fn start_orphan_workers(&mut self) {
+        for _ in 0..self.flags.concurrent_gc_syncs {
             let c = self.collector.clone();
             self.tasks.push(tokio::spawn(async move {
                 while c.process_attempt_to_orphan_worker().await {}
@@ -271,6 +286,10 @@ impl Controller {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let started = Instant::now();
         self.resync().await;
+        if self.flags.early_collection {
+            tracing::info!("early collection: collecting proven garbage while warming up");
+            self.start_delete_workers();
+        }
         if self.wait_for_sync(self.flags.initial_sync_timeout).await {
             tracing::info!(
                 seconds = started.elapsed().as_secs_f64(),
@@ -285,7 +304,12 @@ impl Controller {
         }
         self.ready.store(true, Ordering::Release);
         tracing::info!("Proceeding to collect garbage");
-        self.start_workers();
+        if self.flags.early_collection {
+            self.collector.finish_warm_up();
+        } else {
+            self.start_delete_workers();
+        }
+        self.start_orphan_workers();
         let mut shutdown = std::pin::pin!(shutdown);
         let mut tick = tokio::time::interval(self.flags.resync_period);
         tick.tick().await;

@@ -48,12 +48,8 @@ pub(crate) fn run_on_threads<R: Send>(threads: usize, f: impl Fn(usize) -> R + S
     // results *before* the joins below, i.e. phase two starts without waiting for the rest of
     // phase one (the barrier is skipped). A result not written yet is lost.
     #[cfg(feature = "loom-defects")]
-    let early: Option<Vec<R>> = defect_active(Defect::IngestHandoffBeforeJoin).then(|| {
-        slots[1..]
-            .iter()
-            .filter_map(|s| s.lock().take())
-            .collect()
-    });
+    let early: Option<Vec<R>> = defect_active(Defect::IngestHandoffBeforeJoin)
+        .then(|| slots[1..].iter().filter_map(|s| s.lock().take()).collect());
 
     for handle in handles {
         // A panicking loom thread ends the execution; it never reaches this join.

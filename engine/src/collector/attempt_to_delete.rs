@@ -3,7 +3,7 @@
 //! Upstream: `garbagecollector.go` (`attemptToDeleteWorker`, `attemptToDeleteItem`,
 //! `processDeletingDependentsItem`); GC-SPEC.md §3.
 
-use super::{Collector, ItemError, Outcome};
+use super::{Collector, ItemError, Outcome, REASON_OTHER, REASON_VERIFY};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::graph::{NodeKey, NodeView};
 use crate::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -26,6 +26,15 @@ impl<C: Cluster> Collector<C> {
     /// The body of an attemptToDelete worker for one item (upstream's `attemptToDeleteWorker`):
     /// decides, for the node the item stands for, whether to forget or requeue it.
     pub async fn attempt_to_delete_worker(&self, key: NodeKey) -> Outcome {
+        let reasons = self.take_reasons(key);
+        let outcome = self.attempt_to_delete_worker_inner(key, reasons).await;
+        if outcome == Outcome::Requeue {
+            self.restore_reasons(key, reasons);
+        }
+        outcome
+    }
+
+    async fn attempt_to_delete_worker_inner(&self, key: NodeKey, reasons: u8) -> Outcome {
         // The item stands for the node as it was queued. A node re-identified since (upstream
         // cloned it into a new pointer) was a virtual node: its old item is skipped, as
         // upstream skips the old pointer once the graph holds an observed node.
@@ -44,9 +53,26 @@ impl<C: Cluster> Collector<C> {
             tracing::trace!(item = ?key, "item no longer virtual in the graph, skipping attemptToDeleteItem on virtual node");
             return Outcome::Forget;
         }
+        if reasons == REASON_VERIFY && !node.is_virtual {
+            // Queued only to verify the node while it was virtual; the informer has observed
+            // it in place since (see CollectorOptions::skip_observed_verification).
+            tracing::trace!(item = %node.identity, "item was observed since it was queued for verification, skipping attemptToDeleteItem");
+            self.stats.verifications_skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Outcome::Forget;
+        }
         let was_virtual = node.is_virtual;
         let result = self.attempt_to_delete_item(&node).await;
         match result {
+            Err(ItemError::DeferredUntilSynced) => {
+                tracing::trace!(item = %node.identity, "deferring item until the graph is synced");
+                self.stats.deferred_until_synced.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.deferred.lock().push(key);
+                if !self.is_warming_up() {
+                    // Warm-up ended while this item was processed: queue it now.
+                    self.finish_warm_up();
+                }
+                Outcome::Forget
+            }
             Err(e) if e.outcome() == Outcome::Forget => Outcome::Forget,
             Err(e) => {
                 match &e {
@@ -61,6 +87,7 @@ impl<C: Cluster> Collector<C> {
                 // #56121: requeue a virtual node until the informer observes it or a live read
                 // finds it absent, so that it is never stranded in the graph.
                 tracing::trace!(item = ?key, "item hasn't been observed via informer yet");
+                self.restore_reasons(key, REASON_VERIFY);
                 Outcome::Requeue
             }
             Ok(_) => Outcome::Forget,
@@ -102,7 +129,12 @@ impl<C: Cluster> Collector<C> {
             self.enqueue_virtual_delete_event(identity);
             return Err(ItemError::EnqueuedVirtualDeleteEvent);
         }
+        let warming_up = self.is_warming_up();
         if item.deleting_dependents {
+            if warming_up {
+                // Reads the dependents set, which is incomplete until synced.
+                return Err(ItemError::DeferredUntilSynced);
+            }
             return self.process_deleting_dependents_item(item).await;
         }
         // The live owner references, not the graph's.
@@ -120,6 +152,9 @@ impl<C: Cluster> Collector<C> {
             if c.dangling.is_empty() && c.waiting_for_dependents_deletion.is_empty() {
                 return Ok(DeleteItemResult::Kept);
             }
+            if warming_up {
+                return Err(ItemError::DeferredUntilSynced);
+            }
             tracing::debug!(item = %identity, "remove dangling references and waiting references for item");
             let uids: Vec<String> = c
                 .dangling
@@ -133,6 +168,17 @@ impl<C: Cluster> Collector<C> {
             };
         }
 
+        if warming_up
+            && (!c.waiting_for_dependents_deletion.is_empty()
+                || latest.has_finalizer(FINALIZER_ORPHAN)
+                || latest.has_finalizer(FINALIZER_DELETE_DEPENDENTS))
+        {
+            // Early collection carries out only background deletions of objects whose every
+            // live owner reference a live read found absent: that decision reads nothing of
+            // the graph. Waiting owners, and orphan or foreground propagation, need the
+            // dependents set, complete only once synced.
+            return Err(ItemError::DeferredUntilSynced);
+        }
         let policy = if !c.waiting_for_dependents_deletion.is_empty() && item.dependents_len != 0 {
             // Some owner waits for its dependents and this item has dependents of its own: if
             // one of those is itself waiting, the chain is a cycle; unblock our references so
@@ -171,7 +217,10 @@ impl<C: Cluster> Collector<C> {
             .delete_object(identity, &latest.resource_version, &latest.owner_references, policy)
             .await
         {
-            Ok(()) => Ok(DeleteItemResult::Deleted),
+            Ok(()) => {
+                self.stats.record_deletion();
+                Ok(DeleteItemResult::Deleted)
+            }
             Err(ClusterError::NotFound) => {
                 self.enqueue_virtual_delete_event(identity);
                 Err(ItemError::EnqueuedVirtualDeleteEvent)
@@ -198,7 +247,7 @@ impl<C: Cluster> Collector<C> {
                 && !d.deleting_dependents
             {
                 tracing::debug!(item = %item.identity, dependent = %d.identity, "adding dependent to attemptToDelete, because its owner is deletingDependents");
-                self.attempt_to_delete.add(d.key());
+                self.enqueue_delete(d.key(), REASON_OTHER, false);
             }
         }
         Ok(DeleteItemResult::ProcessedDeletingDependents)

@@ -48,7 +48,7 @@ impl<C: Cluster> Collector<C> {
             return Err(ItemError::NamespacedOwnerOfClusterScopedObject);
         }
         let namespace = key.namespace.as_str();
-        match self.cluster.get(&resource, namespace, &owner.name).await {
+        match self.shared_get(&resource, namespace, &owner.name).await {
             Err(ClusterError::NotFound) => {
                 tracing::trace!(%item, owner = %key, "item's owner is not found");
                 self.absent_owners.add(key);
@@ -62,6 +62,46 @@ impl<C: Cluster> Collector<C> {
             }
             Ok(found) => Ok(Some(found)),
         }
+    }
+
+    /// A live GET, shared with any worker asking for the same object at the same time (many
+    /// dependents of one owner are often classified together).
+    async fn shared_get(
+        &self,
+        resource: &crate::cluster::Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ObjectMeta, ClusterError> {
+        use futures_util::FutureExt;
+        let key = (resource.to_string(), namespace.to_owned(), name.to_owned());
+        let lookup = {
+            let mut inflight = self.inflight.lock();
+            match inflight.get(&key) {
+                Some(lookup) => {
+                    self.stats
+                        .owner_lookups_shared
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    lookup.clone()
+                }
+                None => {
+                    let cluster = self.cluster.clone();
+                    let (resource, namespace, name) =
+                        (resource.clone(), namespace.to_owned(), name.to_owned());
+                    let lookup = async move { cluster.get(&resource, &namespace, &name).await }
+                        .boxed()
+                        .shared();
+                    inflight.insert(key.clone(), lookup.clone());
+                    lookup
+                }
+            }
+        };
+        let result = lookup.clone().await;
+        // The first waiter to finish retires the entry, so later lookups read afresh.
+        let mut inflight = self.inflight.lock();
+        if inflight.get(&key).is_some_and(|l| l.ptr_eq(&lookup)) {
+            inflight.remove(&key);
+        }
+        result
     }
 
     /// Upstream's `classifyReferences`: one live read per reference not in the absent-owner

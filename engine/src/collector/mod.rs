@@ -24,9 +24,11 @@ mod attempt_to_orphan;
 mod classify;
 mod operations;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
 
 use futures_util::FutureExt;
 
@@ -77,6 +79,10 @@ pub enum ItemError {
     /// The item's processing panicked (requeue).
     #[error("processing panicked: {0}")]
     Panicked(String),
+    /// During warm-up with early collection, a decision that needs the full graph: the item is
+    /// kept aside and queued again once every watcher has synced.
+    #[error("deferred until the graph is synced")]
+    DeferredUntilSynced,
 }
 
 impl ItemError {
@@ -93,6 +99,59 @@ impl ItemError {
         }
     }
 }
+
+/// Behaviour beyond upstream's, each off by default (upstream's behaviour, which the
+/// conformance tests pin) and turned on by the controller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CollectorOptions {
+    /// Skip an item whose only reason to be queued was to verify a virtual node, when the
+    /// informer has observed that node since, in place (same coordinates).
+    ///
+    /// Why nothing is lost: processing such an item would GET the now-observed object and
+    /// classify its owners. But the object's own add event already ran addDependentToOwners on
+    /// those owners: an owner missing from the graph became a virtual node queued for its own
+    /// verification (whose absence then queues this object), and an owner that is deleted
+    /// later queues this object through its delete event. Every other reason to process the
+    /// object (its own deletion state, an owner's delete event, an ownerReference change, an
+    /// invalid-reference check) queues it with another reason, which disables the skip.
+    pub skip_observed_verification: bool,
+    /// Collect during warm-up: before every watcher has synced, carry out only deletions that
+    /// live reads prove safe without the graph (every live owner reference absent, background
+    /// propagation); defer everything else until [`Collector::finish_warm_up`].
+    pub early_collection: bool,
+}
+
+/// Counters of what the collector did, beyond the work queues' own.
+#[derive(Debug, Default)]
+pub struct CollectorStats {
+    /// Items skipped by [`CollectorOptions::skip_observed_verification`].
+    pub verifications_skipped: AtomicU64,
+    /// Items deferred until synced ([`CollectorOptions::early_collection`]).
+    pub deferred_until_synced: AtomicU64,
+    /// Owner lookups answered by a concurrent worker's identical request.
+    pub owner_lookups_shared: AtomicU64,
+    /// Objects deleted (or whose deletion started).
+    pub deleted: AtomicU64,
+    /// When the first and the latest deletion happened.
+    pub deletion_times: std::sync::Mutex<Option<(Instant, Instant)>>,
+}
+
+impl CollectorStats {
+    fn record_deletion(&self) {
+        self.deleted.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut t = self.deletion_times.lock().unwrap_or_else(|e| e.into_inner());
+        *t = Some(t.map_or((now, now), |(first, _)| (first, now)));
+    }
+}
+
+/// Why an item was queued: a pure virtual-node verification, or anything else.
+const REASON_VERIFY: u8 = 1;
+const REASON_OTHER: u8 = 2;
+
+type SharedLookup = futures_util::future::Shared<
+    futures_util::future::BoxFuture<'static, Result<crate::ingest::ObjectMeta, ClusterError>>,
+>;
 
 /// Where workers send the virtual delete events they generate (upstream's `graphChanges`
 /// queue, as far as workers use it).
@@ -155,6 +214,15 @@ pub struct Collector<C> {
     attempt_to_delete: Arc<WorkQueue<NodeKey>>,
     attempt_to_orphan: Arc<WorkQueue<NodeKey>>,
     graph_changes: Arc<dyn VirtualEventSink>,
+    options: CollectorOptions,
+    /// Reasons each queued item was queued for, OR-ed, taken when processing starts (only
+    /// kept with `skip_observed_verification`).
+    reasons: Mutex<HashMap<NodeKey, u8>>,
+    warming_up: AtomicBool,
+    deferred: Mutex<Vec<NodeKey>>,
+    /// Owner GETs in flight, shared by workers asking for the same owner at once.
+    inflight: Mutex<HashMap<(String, String, String), SharedLookup>>,
+    stats: CollectorStats,
 }
 
 impl<C> fmt::Debug for Collector<C> {
@@ -184,6 +252,74 @@ impl<C: Cluster> Collector<C> {
             attempt_to_delete,
             attempt_to_orphan,
             graph_changes,
+            options: CollectorOptions::default(),
+            reasons: Mutex::default(),
+            warming_up: AtomicBool::new(false),
+            deferred: Mutex::default(),
+            inflight: Mutex::default(),
+            stats: CollectorStats::default(),
+        }
+    }
+
+    /// Turns on behaviour beyond upstream's (see [`CollectorOptions`]). With
+    /// `early_collection`, the collector starts in warm-up until
+    /// [`finish_warm_up`](Self::finish_warm_up).
+    #[must_use]
+    pub fn with_options(mut self, options: CollectorOptions) -> Self {
+        self.options = options;
+        self.warming_up = AtomicBool::new(options.early_collection);
+        self
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> CollectorOptions {
+        self.options
+    }
+
+    /// What the collector did so far.
+    pub fn stats(&self) -> &CollectorStats {
+        &self.stats
+    }
+
+    /// Whether the collector is still in warm-up (early collection only).
+    pub fn is_warming_up(&self) -> bool {
+        self.warming_up.load(Ordering::Acquire)
+    }
+
+    /// Ends warm-up: every watcher has synced and the graph is complete, so every decision is
+    /// allowed again; items deferred meanwhile are queued again.
+    pub fn finish_warm_up(&self) {
+        self.warming_up.store(false, Ordering::Release);
+        let deferred = std::mem::take(&mut *self.deferred.lock());
+        for key in deferred {
+            self.enqueue_delete(key, REASON_OTHER, false);
+        }
+    }
+
+    /// Queues `key` to attemptToDelete, remembering why.
+    fn enqueue_delete(&self, key: NodeKey, reason: u8, rate_limited: bool) {
+        if self.options.skip_observed_verification {
+            *self.reasons.lock().entry(key).or_insert(0) |= reason;
+        }
+        if rate_limited {
+            self.attempt_to_delete.add_rate_limited(key);
+        } else {
+            self.attempt_to_delete.add(key);
+        }
+    }
+
+    /// Takes the reasons `key` was queued for since its processing last started.
+    fn take_reasons(&self, key: NodeKey) -> u8 {
+        if !self.options.skip_observed_verification {
+            return REASON_OTHER;
+        }
+        self.reasons.lock().remove(&key).unwrap_or(REASON_OTHER)
+    }
+
+    /// Puts back reasons of an item that will be processed again.
+    fn restore_reasons(&self, key: NodeKey, reasons: u8) {
+        if self.options.skip_observed_verification {
+            *self.reasons.lock().entry(key).or_insert(0) |= reasons;
         }
     }
 
@@ -220,9 +356,11 @@ impl<C: Cluster> Collector<C> {
         }
         for e in output.enqueued {
             match e {
-                Enqueue::AttemptToDelete(k) => self.attempt_to_delete.add(k),
+                Enqueue::AttemptToDelete(k) => self.enqueue_delete(k, REASON_OTHER, false),
+                Enqueue::VerifyVirtual(k) => self.enqueue_delete(k, REASON_VERIFY, false),
+                // A re-identified virtual node: verifying its new identity is its only purpose.
                 Enqueue::AttemptToDeleteRateLimited(k) => {
-                    self.attempt_to_delete.add_rate_limited(k)
+                    self.enqueue_delete(k, REASON_VERIFY, true)
                 }
                 Enqueue::AttemptToOrphan(k) => self.attempt_to_orphan.add(k),
             }

@@ -283,7 +283,7 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
                         uid: r.uid,
                     });
                     owner.dependents.insert(entry);
-                    em.emit(OutKind::Enqueue(Enqueue::AttemptToDelete(key(&owner))));
+                    em.emit(OutKind::Enqueue(Enqueue::VerifyVirtual(key(&owner))));
                     shard.insert(owner);
                 }
                 Some(owner) => {

@@ -13,6 +13,10 @@ pub const REASON_OWNER_REF_INVALID_NAMESPACE: &str = "OwnerRefInvalidNamespace";
 pub enum Enqueue {
     /// `attemptToDelete.Add`.
     AttemptToDelete(NodeKey),
+    /// `attemptToDelete.Add` of a virtual node just created from an owner reference: the only
+    /// reason to process it is to verify the owner exists (see
+    /// [`CollectorOptions::skip_observed_verification`](crate::collector::CollectorOptions)).
+    VerifyVirtual(NodeKey),
     /// `attemptToDelete.AddRateLimited` (a virtual node given an alternate identity).
     AttemptToDeleteRateLimited(NodeKey),
     /// `attemptToOrphan.Add`.
@@ -24,6 +28,7 @@ impl Enqueue {
     pub fn key(self) -> NodeKey {
         match self {
             Enqueue::AttemptToDelete(k)
+            | Enqueue::VerifyVirtual(k)
             | Enqueue::AttemptToDeleteRateLimited(k)
             | Enqueue::AttemptToOrphan(k) => k,
         }

@@ -246,7 +246,7 @@ impl SequentialGraph {
                         dependents: Vec::new(),
                     };
                     v.dependents.push(dep);
-                    out.enqueued.push(Enqueue::AttemptToDelete(v.key()));
+                    out.enqueued.push(Enqueue::VerifyVirtual(v.key()));
                     self.nodes.insert(r.uid, v);
                 }
                 Some(owner) => {
