@@ -115,6 +115,11 @@ pub struct Flags {
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub early_collection: bool,
 
+    /// Process likely garbage (unverified virtual owners, dependents of deleted or absent
+    /// owners, foreground deletions) before re-checks, with a fairness bound.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub garbage_first: bool,
+
     /// Log verbosity, as klog's: 2 logs each decision, 4 monitors and syncs, 5 everything.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,

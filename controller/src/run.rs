@@ -122,6 +122,7 @@ impl Controller {
             .with_options(CollectorOptions {
                 skip_observed_verification: flags.skip_observed_verification,
                 early_collection: flags.early_collection,
+                garbage_first: flags.garbage_first,
             }),
         );
         let sync = Arc::new(SyncState::default());

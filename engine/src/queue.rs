@@ -359,8 +359,16 @@ struct Core<T> {
 }
 
 struct State<T> {
-    /// Items waiting for a worker, each dirty and not processing (invariant 1).
+    /// Items waiting for a worker, each dirty and not processing (invariant 1): the normal
+    /// lane.
     queue: VecDeque<T>,
+    /// The urgent lane (see [`WorkQueue::add_urgent`]); same invariant as `queue`, and no item
+    /// is in both.
+    urgent: VecDeque<T>,
+    /// Items whose next entry into a lane goes to the urgent one.
+    urgent_marks: HashSet<T>,
+    /// Urgent items handed out since the last normal one (fairness, [`URGENT_BURST`]).
+    urgent_streak: u32,
     /// Items that need processing: in `queue`, or processing and re-added.
     dirty: HashSet<T>,
     /// Items handed out and not yet `done`.
@@ -421,7 +429,47 @@ impl<T> Ord for Delayed<T> {
     }
 }
 
+/// After this many urgent items in a row, one normal item is handed out (if any waits), so
+/// that the normal lane never starves.
+pub const URGENT_BURST: u32 = 8;
+
+impl<T: Clone + Eq + Hash> State<T> {
+    /// Puts an item that just became ready into its lane.
+    fn push_back(&mut self, item: T) {
+        if self.urgent_marks.remove(&item) {
+            self.urgent.push_back(item);
+        } else {
+            self.queue.push_back(item);
+        }
+    }
+
+    /// Takes the next item: urgent first, but never more than [`URGENT_BURST`] in a row while
+    /// normal items wait.
+    fn pop_front(&mut self) -> Option<T> {
+        let take_urgent =
+            !self.urgent.is_empty() && (self.urgent_streak < URGENT_BURST || self.queue.is_empty());
+        if take_urgent {
+            self.urgent_streak += 1;
+            self.urgent.pop_front()
+        } else {
+            self.urgent_streak = 0;
+            self.queue.pop_front()
+        }
+    }
+}
+
 impl<T> State<T> {
+    /// Items waiting in either lane.
+    fn queued(&self) -> usize {
+        self.queue.len() + self.urgent.len()
+    }
+
+    /// The waiting items, urgent lane first (the order `get` hands them out, ignoring the
+    /// fairness interleave).
+    fn pending_order(&self) -> impl Iterator<Item = &T> {
+        self.urgent.iter().chain(self.queue.iter())
+    }
+
     /// Removes the waiter `id` if it is still registered; `false` means a notifier took it.
     fn remove_waiter(&mut self, id: u64) -> bool {
         match self.async_waiters.iter().position(|waiter| waiter.id == id) {
@@ -492,13 +540,13 @@ impl<T: Clone + Eq + Hash> Core<T> {
         if state.processing.contains(&item) {
             return;
         }
-        state.queue.push_back(item);
+        state.push_back(item);
         self.notify_one_getter(state, wakeups);
     }
 
     /// Pops the FIFO head and moves it from dirty to processing.
     fn take_next(&self, state: &mut State<T>) -> Option<T> {
-        let item = state.queue.pop_front()?;
+        let item = state.pop_front()?;
         state.dirty.remove(&item);
         // Seeded defect for loom-tests; never enabled in real builds: the item handed out is
         // not recorded as processing, so a re-add queues it for a second worker at once.
@@ -594,6 +642,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
     pub fn with_rate_limiter(name: impl Into<String>, config: RateLimiterConfig) -> Self {
         let state = State {
             queue: VecDeque::new(),
+            urgent: VecDeque::new(),
+            urgent_marks: HashSet::new(),
+            urgent_streak: 0,
             dirty: HashSet::new(),
             processing: HashSet::new(),
             waiting: BinaryHeap::new(),
@@ -626,6 +677,28 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
     pub fn add(&self, item: T) {
         let mut wakeups = Wakeups::new();
         let mut state = self.core.state.lock();
+        self.core.add_locked(&mut state, item, &mut wakeups);
+        drop(state);
+        wake_all(wakeups);
+    }
+
+    /// Like [`add`](Self::add), into the urgent lane: handed out before items added with
+    /// `add`, except that after [`URGENT_BURST`] urgent items in a row one normal item goes
+    /// first, so nothing starves. Dedup and the processing rules are `add`'s: an item already
+    /// waiting in the normal lane stays there; one being processed re-enters urgent at
+    /// [`done`](Self::done).
+    ///
+    /// Not in client-go: kube-gc uses it to process likely garbage before re-checks.
+    pub fn add_urgent(&self, item: T) {
+        let mut wakeups = Wakeups::new();
+        let mut state = self.core.state.lock();
+        if state.shutting_down {
+            return;
+        }
+        let waiting_in_a_lane = state.dirty.contains(&item) && !state.processing.contains(&item);
+        if !waiting_in_a_lane {
+            state.urgent_marks.insert(item.clone());
+        }
         self.core.add_locked(&mut state, item, &mut wakeups);
         drop(state);
         wake_all(wakeups);
@@ -729,7 +802,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
             state.dirty.remove(item);
         }
         if state.dirty.contains(item) {
-            state.queue.push_back(item.clone());
+            state.push_back(item.clone());
             core.notify_one_getter(&mut state, &mut wakeups);
         } else if state.drain && state.processing.is_empty() {
             core.drain_cv.notify_all();
@@ -767,7 +840,7 @@ impl<T> WorkQueue<T> {
     /// delayed ones.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.core.state.lock().queue.len()
+        self.core.state.lock().queued()
     }
 
     /// Whether the FIFO is empty.
@@ -787,7 +860,7 @@ impl<T> WorkQueue<T> {
     pub fn stats(&self) -> QueueStats {
         let state = self.core.state.lock();
         QueueStats {
-            depth: state.queue.len(),
+            depth: state.queued(),
             processing: state.processing.len(),
             waiting: state.waiting_ready_at.len(),
             adds_total: state.adds_total,
@@ -802,7 +875,8 @@ impl<T> WorkQueue<T> {
     where
         T: Clone,
     {
-        self.core.state.lock().queue.iter().cloned().collect()
+        let state = self.core.state.lock();
+        state.pending_order().cloned().collect()
     }
 
     /// Stops the queue (client-go `ShutDown`): later adds are ignored, delayed items are
@@ -911,7 +985,7 @@ impl<T> Drop for GetFuture<'_, T> {
         let core = &*self.queue.core;
         let mut wakeups = Wakeups::new();
         let mut state = core.state.lock();
-        if !state.remove_waiter(id) && !state.queue.is_empty() {
+        if !state.remove_waiter(id) && state.queued() > 0 {
             // A notifier took our registration for an item we will now never take.
             core.notify_one_getter(&mut state, &mut wakeups);
         }
@@ -1483,5 +1557,50 @@ mod tests {
             move || queue.get()
         });
         assert_eq!(got, Some("x"), "the delayed add still fires, as upstream");
+    }
+
+    #[test]
+    fn urgent_items_should_be_handed_out_first() {
+        let q = WorkQueue::with_rate_limiter("t", RateLimiterConfig::immediate());
+        q.add(1);
+        q.add(2);
+        q.add_urgent(3);
+        q.add_urgent(1); // already waiting in the normal lane: stays there
+        assert_eq!(q.pending(), [3, 1, 2]);
+        let order: Vec<i32> = (0..3).map(|_| q.get().unwrap()).collect();
+        assert_eq!(order, [3, 1, 2]);
+    }
+
+    #[test]
+    fn urgent_lane_should_not_starve_the_normal_lane() {
+        let q = WorkQueue::with_rate_limiter("t", RateLimiterConfig::immediate());
+        q.add(-1);
+        for i in 0..(URGENT_BURST as i32 * 3) {
+            q.add_urgent(i);
+        }
+        let mut got = Vec::new();
+        while let Some(i) = (!q.is_empty()).then(|| q.get().unwrap()) {
+            q.done(&i);
+            got.push(i);
+        }
+        let normal_at = got.iter().position(|&i| i == -1).unwrap();
+        assert_eq!(normal_at, URGENT_BURST as usize, "normal item waited past the burst: {got:?}");
+        assert_eq!(got.len(), URGENT_BURST as usize * 3 + 1);
+    }
+
+    #[test]
+    fn urgent_re_add_while_processing_should_requeue_urgently_at_done() {
+        let q = WorkQueue::with_rate_limiter("t", RateLimiterConfig::immediate());
+        q.add(7);
+        let item = q.get().unwrap();
+        q.add(8);
+        q.add_urgent(7); // processing: re-enters at done, urgent
+        assert_eq!(q.pending(), [8]);
+        q.done(&item);
+        assert_eq!(q.pending(), [7, 8]);
+        // Duplicates still collapse across lanes.
+        q.add(7);
+        q.add_urgent(8);
+        assert_eq!(q.len(), 2);
     }
 }

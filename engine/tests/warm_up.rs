@@ -225,7 +225,11 @@ fn garbage_of_a_never_listed_owner_is_collected() {
 }
 
 fn early() -> CollectorOptions {
-    CollectorOptions { early_collection: true, skip_observed_verification: true }
+    CollectorOptions {
+        early_collection: true,
+        skip_observed_verification: true,
+        garbage_first: true,
+    }
 }
 
 /// Before sync, only deletions that live reads prove are carried out: an object whose every
@@ -369,4 +373,34 @@ fn concurrent_owner_lookups_are_shared() {
     block_on(env.collector.attempt_to_delete_worker(keys[0]));
     let again = env.cluster.0.take_actions();
     assert_eq!(again.iter().filter(|a| a.starts_with("get apps/v1")).count(), 1, "{again:?}");
+}
+
+/// With garbage first, likely garbage and virtual-owner verifications overtake re-checks; the
+/// order within each lane is kept.
+#[test]
+fn likely_garbage_is_processed_before_re_checks() {
+    use kube_gc_engine::ingest::{Enqueue, IngestOutput};
+    let key = |i: u128| NodeKey { uid: kube_gc_engine::Uid::from_u128(i), incarnation: 0 };
+    let output = IngestOutput {
+        enqueued: vec![
+            Enqueue::AttemptToDelete(key(1)),
+            Enqueue::LikelyGarbage(key(2)),
+            Enqueue::AttemptToDelete(key(3)),
+            Enqueue::VerifyVirtual(key(4)),
+        ],
+        ..IngestOutput::default()
+    };
+    for (garbage_first, want) in [(false, [1, 2, 3, 4]), (true, [2, 4, 1, 3])] {
+        let options = CollectorOptions { garbage_first, ..skip() };
+        let env = Env::new(cluster_with(&[]), options);
+        block_on(env.collector.apply_ingest_output(output.clone()));
+        let got: Vec<u128> = env
+            .collector
+            .attempt_to_delete_queue()
+            .pending()
+            .iter()
+            .map(|k| k.uid.as_u128())
+            .collect();
+        assert_eq!(got, want, "garbage_first={garbage_first}");
+    }
 }

@@ -119,6 +119,11 @@ pub struct CollectorOptions {
     /// live reads prove safe without the graph (every live owner reference absent, background
     /// propagation); defer everything else until [`Collector::finish_warm_up`].
     pub early_collection: bool,
+    /// Process likely garbage first: virtual-node verifications, dependents of owners just
+    /// deleted or verified absent, and objects being deleted in the foreground go to the
+    /// attemptToDelete queue's urgent lane ([`WorkQueue::add_urgent`], with its fairness
+    /// bound), re-checks to the normal lane.
+    pub garbage_first: bool,
 }
 
 /// Counters of what the collector did, beyond the work queues' own.
@@ -308,6 +313,17 @@ impl<C: Cluster> Collector<C> {
         }
     }
 
+    /// Queues likely garbage: urgently with `garbage_first`.
+    fn enqueue_likely_garbage(&self, key: NodeKey, reason: u8) {
+        if !self.options.garbage_first {
+            return self.enqueue_delete(key, reason, false);
+        }
+        if self.options.skip_observed_verification {
+            *self.reasons.lock().entry(key).or_insert(0) |= reason;
+        }
+        self.attempt_to_delete.add_urgent(key);
+    }
+
     /// Takes the reasons `key` was queued for since its processing last started.
     fn take_reasons(&self, key: NodeKey) -> u8 {
         if !self.options.skip_observed_verification {
@@ -357,7 +373,8 @@ impl<C: Cluster> Collector<C> {
         for e in output.enqueued {
             match e {
                 Enqueue::AttemptToDelete(k) => self.enqueue_delete(k, REASON_OTHER, false),
-                Enqueue::VerifyVirtual(k) => self.enqueue_delete(k, REASON_VERIFY, false),
+                Enqueue::VerifyVirtual(k) => self.enqueue_likely_garbage(k, REASON_VERIFY),
+                Enqueue::LikelyGarbage(k) => self.enqueue_likely_garbage(k, REASON_OTHER),
                 // A re-identified virtual node: verifying its new identity is its only purpose.
                 Enqueue::AttemptToDeleteRateLimited(k) => {
                     self.enqueue_delete(k, REASON_VERIFY, true)

@@ -46,6 +46,8 @@ pub(crate) enum OutKind {
     Enqueue(Enqueue),
     /// A node of another shard, to attemptToDelete: its key is looked up after the batch.
     EnqueueUid(Uid),
+    /// As `EnqueueUid`, for a node that is likely garbage.
+    EnqueueUidLikelyGarbage(Uid),
     AbsentOwner(ObjectReference),
     /// reportInvalidNamespaceOwnerRef(dependent, owner).
     InvalidNamespace {
@@ -210,7 +212,7 @@ fn apply_delete(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 if !matching.is_empty() {
                     em.emit(OutKind::AbsentOwner(deleted.clone()));
                     for d in &matching {
-                        em.emit(OutKind::EnqueueUid(d.uid));
+                        em.emit(OutKind::EnqueueUidLikelyGarbage(d.uid));
                     }
                 }
                 if n.identity_eq(&deleted)
@@ -229,7 +231,7 @@ fn apply_delete(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
             if !matching.is_empty() {
                 em.emit(OutKind::AbsentOwner(deleted.clone()));
                 for d in &matching {
-                    em.emit(OutKind::EnqueueUid(d.uid));
+                    em.emit(OutKind::EnqueueUidLikelyGarbage(d.uid));
                 }
             }
         }
@@ -243,7 +245,7 @@ fn apply_delete(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
         em.emit(OutKind::AbsentOwner(ev.identity()));
     }
     for d in removed.dependents.iter() {
-        em.emit(OutKind::EnqueueUid(d.uid));
+        em.emit(OutKind::EnqueueUidLikelyGarbage(d.uid));
     }
 }
 
@@ -261,9 +263,9 @@ fn apply_transitions(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>)
             let deps: Vec<Uid> = n.dependents.iter().map(|d| d.uid).collect();
             let k = key(n);
             for d in deps {
-                em.emit(OutKind::EnqueueUid(d));
+                em.emit(OutKind::EnqueueUidLikelyGarbage(d));
             }
-            em.emit(OutKind::Enqueue(Enqueue::AttemptToDelete(k)));
+            em.emit(OutKind::Enqueue(Enqueue::LikelyGarbage(k)));
         }
     }
 }
@@ -318,7 +320,7 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
             if let Some(owner) = shard.get_mut(op.owner) {
                 owner.dependents.remove(dependent);
                 if check_deleting_dependents && owner.is_deleting_dependents() {
-                    em.emit(OutKind::Enqueue(Enqueue::AttemptToDelete(key(owner))));
+                    em.emit(OutKind::Enqueue(Enqueue::LikelyGarbage(key(owner))));
                 }
             }
         }

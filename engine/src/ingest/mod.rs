@@ -184,6 +184,13 @@ impl Ingester {
                     continue;
                 }
                 let mut shard = graph.write_shard(s);
+                // Seeded defect for loom-tests; never enabled in real builds: look into the next
+                // shard while holding this one's write lock (two locks at once).
+                #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
+                let _next = crate::loom_support::defect_active(
+                    crate::loom_support::Defect::IngestNestedShardLocks,
+                )
+                .then(|| graph.read_shard((s + 1) % shards));
                 apply::apply_shard(&mut shard, prepared, &steps, &mut records);
             }
             records
@@ -227,6 +234,10 @@ impl Ingester {
                 OutKind::EnqueueUid(uid) => {
                     let key = self.graph.key_of(uid).unwrap_or(NodeKey { uid, incarnation: GONE });
                     out.enqueued.push(Enqueue::AttemptToDelete(key));
+                }
+                OutKind::EnqueueUidLikelyGarbage(uid) => {
+                    let key = self.graph.key_of(uid).unwrap_or(NodeKey { uid, incarnation: GONE });
+                    out.enqueued.push(Enqueue::LikelyGarbage(key));
                 }
                 OutKind::AbsentOwner(id) => out.absent_owners.push(id),
                 OutKind::InvalidNamespace { dependent, owner } => {

@@ -17,6 +17,10 @@ pub enum Enqueue {
     /// reason to process it is to verify the owner exists (see
     /// [`CollectorOptions::skip_observed_verification`](crate::collector::CollectorOptions)).
     VerifyVirtual(NodeKey),
+    /// `attemptToDelete.Add` of a node that is likely garbage: a dependent of an owner just
+    /// deleted or verified absent, or an object being deleted in the foreground (see
+    /// [`CollectorOptions::garbage_first`](crate::collector::CollectorOptions)).
+    LikelyGarbage(NodeKey),
     /// `attemptToDelete.AddRateLimited` (a virtual node given an alternate identity).
     AttemptToDeleteRateLimited(NodeKey),
     /// `attemptToOrphan.Add`.
@@ -29,6 +33,7 @@ impl Enqueue {
         match self {
             Enqueue::AttemptToDelete(k)
             | Enqueue::VerifyVirtual(k)
+            | Enqueue::LikelyGarbage(k)
             | Enqueue::AttemptToDeleteRateLimited(k)
             | Enqueue::AttemptToOrphan(k) => k,
         }

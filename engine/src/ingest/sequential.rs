@@ -121,6 +121,12 @@ impl SequentialGraph {
         }
     }
 
+    fn enqueue_likely_garbage(&self, uid: Uid, out: &mut IngestOutput) {
+        if let Some(n) = self.nodes.get(&uid) {
+            out.enqueued.push(Enqueue::LikelyGarbage(n.key()));
+        }
+    }
+
     fn report_invalid_namespace(&self, dep: Uid, owner: Uid, out: &mut IngestOutput) {
         let Some(d) = self.nodes.get(&dep) else { return };
         if let Some(r) = d.owners.iter().find(|r| r.uid == owner) {
@@ -289,9 +295,9 @@ impl SequentialGraph {
                 let deps = n.dependents.clone();
                 let key = n.key();
                 for d in deps {
-                    self.enqueue_delete(d, out);
+                    self.enqueue_likely_garbage(d, out);
                 }
-                out.enqueued.push(Enqueue::AttemptToDelete(key));
+                out.enqueued.push(Enqueue::LikelyGarbage(key));
             }
         }
     }
@@ -311,7 +317,7 @@ impl SequentialGraph {
                     if !matching.is_empty() {
                         out.absent_owners.push(deleted.clone());
                         for d in &matching {
-                            self.enqueue_delete(d.uid, out);
+                            self.enqueue_likely_garbage(d.uid, out);
                         }
                     }
                     if existing.identity == deleted
@@ -329,7 +335,7 @@ impl SequentialGraph {
                 if !matching.is_empty() {
                     out.absent_owners.push(deleted.clone());
                     for d in &matching {
-                        self.enqueue_delete(d.uid, out);
+                        self.enqueue_likely_garbage(d.uid, out);
                     }
                 }
             }
@@ -348,13 +354,13 @@ impl SequentialGraph {
             out.absent_owners.push(ev.identity());
         }
         for d in &removed.dependents {
-            self.enqueue_delete(*d, out);
+            self.enqueue_likely_garbage(*d, out);
         }
         for r in &removed.owners {
             if let Some(owner) = self.nodes.get(&r.uid)
                 && owner.deleting_dependents
             {
-                out.enqueued.push(Enqueue::AttemptToDelete(owner.key()));
+                out.enqueued.push(Enqueue::LikelyGarbage(owner.key()));
             }
         }
     }
