@@ -36,8 +36,9 @@ pub(crate) fn run_on_threads<R: Send>(threads: usize, f: impl Fn(usize) -> R + S
             // SAFETY: `job` borrows `f` and `slots`, which live until this function returns.
             // Every thread spawned here is joined below before it returns, including when
             // `f(0)` panics (caught, then resumed after the joins). If a spawned thread panics,
-            // loom aborts the whole execution and never resumes any of its threads again, so
-            // no thread can run after the borrowed data is gone. Only the lifetime changes.
+            // or loom itself fails the execution (a deadlock, a join that panics), loom ends
+            // that execution and never resumes any of its threads again, so no thread can run
+            // after the borrowed data is gone. Only the lifetime changes.
             let job: Box<dyn FnOnce() + 'static> = unsafe { std::mem::transmute(job) };
             loom::thread::spawn(job)
         })
@@ -95,6 +96,10 @@ pub enum Defect {
     /// Phase two applies a shard's steps each under its own write lock, so a reader can see a
     /// shard, and an event's node, half-way through its part of the batch.
     IngestStepwiseApply,
+    /// Phase two takes the next shard's read lock while it holds its own shard's write lock,
+    /// breaking the rule that no code path holds two shard locks at once: two phase threads
+    /// can deadlock.
+    IngestNestedShardLocks,
     /// `WorkQueue::get` does not put the item it hands out into the processing set.
     QueueNoProcessingSet,
     /// `WorkQueue::done` drops an item that was added while it was processing.
