@@ -276,3 +276,30 @@ pub(crate) fn shut_down_wakes_an_async_getter() {
         assert_eq!(getter.join().unwrap(), None);
     });
 }
+
+/// The urgent lane (`add_urgent`, kube-gc's garbage-first ordering) keeps the queue's
+/// guarantees: with one worker holding an item, an urgent re-add and a normal add racing from
+/// another thread never hand the item out twice, never lose it, and leave exactly one copy
+/// queued across both lanes.
+#[test]
+pub(crate) fn urgent_and_normal_adds_never_duplicate_or_lose_an_item() {
+    model(|| {
+        let q = queue();
+        q.add(1);
+        let held = q.get().unwrap();
+        let adder = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                q.add_urgent(1);
+                q.add(2);
+            })
+        };
+        q.add(1);
+        q.done(&held);
+        adder.join().unwrap();
+        let mut pending = q.pending();
+        pending.sort_unstable();
+        assert_eq!(pending, [1, 2], "an item was duplicated or lost across the lanes");
+        assert_eq!(q.stats().processing, 0);
+    });
+}
