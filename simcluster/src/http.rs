@@ -1,0 +1,690 @@
+//! The HTTP face of the [`Store`]: the apiserver's URL layout, discovery, content negotiation
+//! (full objects or `PartialObjectMetadata`), list, watch streams, and the write verbs.
+//!
+//! Requests are routed by hand from the path's segments (the apiserver's layout is not a
+//! fixed set of patterns: `/api/v1/namespaces/x` is an object, `/api/v1/namespaces/x/pods` a
+//! collection).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::error::{Error, Result};
+use crate::patch::PatchType;
+use crate::resources::ResourceDef;
+use crate::store::{Change, DeleteOptions, ListOptions, Resolved, Selector, Store, WatchFrom};
+
+/// The `Accept` parameter that asks for the metadata-only representation (kube-rs sends
+/// `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` for get, patch and watch,
+/// `…;as=PartialObjectMetadataList;…` for list).
+const PARTIAL_METADATA: &str = "as=PartialObjectMetadata";
+
+/// The annotation of the bookmark that ends a watch's initial events (`sendInitialEvents`).
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Largest request body accepted (the apiserver's limit is 3 MiB per object).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// What the handlers share.
+#[derive(Clone, Debug)]
+pub(crate) struct App {
+    pub(crate) store: Arc<Store>,
+    /// `Authorization: Bearer <token>` required when set.
+    pub(crate) token: Option<String>,
+    /// How often a watch that allows bookmarks gets one.
+    pub(crate) bookmark_interval: Duration,
+    /// The address clients reach the server at (for `/api`'s `serverAddressByClientCIDRs`).
+    pub(crate) address: String,
+}
+
+pub(crate) fn router(app: App) -> Router {
+    Router::new().fallback(handle).with_state(app)
+}
+
+async fn handle(State(app): State<App>, req: Request) -> Response {
+    match serve(&app, req).await {
+        Ok(resp) => resp,
+        Err(e) => error_response(&e),
+    }
+}
+
+fn error_response(e: &Error) -> Response {
+    let code = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(code, e.to_status().to_string().into_bytes())
+}
+
+fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn ok_json(v: &Value) -> Response {
+    json_response(StatusCode::OK, v.to_string().into_bytes())
+}
+
+/// Where a request points, once its path is parsed.
+enum Target {
+    Collection { namespace: Option<String> },
+    Object { namespace: Option<String>, name: String, subresource: Option<String> },
+}
+
+async fn serve(app: &App, req: Request) -> Result<Response> {
+    if let Some(token) = &app.token {
+        let sent = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if sent != Some(format!("Bearer {token}").as_str()) {
+            return Err(Error::Unauthorized);
+        }
+    }
+    let (parts, body) = req.into_parts();
+    let query: HashMap<String, String> =
+        parts.uri.query().map(url_decode_pairs).unwrap_or_default();
+    let path = parts.uri.path().trim_end_matches('/');
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let method = parts.method.clone();
+    let get = method == Method::GET;
+    match segs.as_slice() {
+        ["version"] if get => return Ok(ok_json(&version())),
+        ["healthz" | "readyz" | "livez"] if get => {
+            return Ok((StatusCode::OK, "ok").into_response());
+        }
+        ["api"] if get => return Ok(ok_json(&api_versions(app))),
+        ["apis"] if get => return Ok(ok_json(&group_list(&app.store))),
+        ["api", v] if get => return resource_list(&app.store, "", v),
+        ["apis", g] if get => return api_group(&app.store, g),
+        ["apis", g, v] if get => return resource_list(&app.store, g, v),
+        _ => {}
+    }
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(not_found_path()),
+    };
+    // The deprecated `/watch/` path prefix.
+    let (rest, watch_path) = match rest {
+        ["watch", rest @ ..] => (rest, true),
+        _ => (rest, false),
+    };
+    let store = &app.store;
+    let served = |plural: &str| store.resolve(group, version, plural).is_ok();
+    let (plural, target) = match rest {
+        [p] => (*p, Target::Collection { namespace: None }),
+        ["namespaces", ns, p] if served(p) => {
+            (*p, Target::Collection { namespace: Some((*ns).to_owned()) })
+        }
+        ["namespaces", ns, p, name] if served(p) => (
+            *p,
+            Target::Object {
+                namespace: Some((*ns).to_owned()),
+                name: (*name).to_owned(),
+                subresource: None,
+            },
+        ),
+        ["namespaces", ns, p, name, sub] if served(p) => (
+            *p,
+            Target::Object {
+                namespace: Some((*ns).to_owned()),
+                name: (*name).to_owned(),
+                subresource: Some((*sub).to_owned()),
+            },
+        ),
+        [p, name] => {
+            (*p, Target::Object { namespace: None, name: (*name).to_owned(), subresource: None })
+        }
+        [p, name, sub] => (
+            *p,
+            Target::Object {
+                namespace: None,
+                name: (*name).to_owned(),
+                subresource: Some((*sub).to_owned()),
+            },
+        ),
+        _ => return Err(not_found_path()),
+    };
+    let r = store.resolve(group, version, plural)?;
+    let meta_only = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains(PARTIAL_METADATA));
+    if query.get("dryRun").is_some_and(|d| !d.is_empty()) {
+        return Err(Error::BadRequest("dryRun is not supported by simcluster".into()));
+    }
+    match target {
+        Target::Collection { namespace } => {
+            if namespace.is_some() && !r.def.namespaced {
+                return Err(not_found_path());
+            }
+            let watch =
+                watch_path || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+            match method {
+                Method::GET if watch => watch_response(app, &r, namespace, &query, meta_only),
+                Method::GET => list_response(store, &r, namespace, &query, meta_only),
+                Method::POST => {
+                    let body = read_json(body).await?;
+                    let created = store.create(&r, namespace.as_deref(), body)?;
+                    Ok(object_response(StatusCode::CREATED, &created, meta_only))
+                }
+                Method::DELETE => {
+                    let opts = delete_options(body, &query).await?;
+                    let list = list_options(namespace, &query)?;
+                    let deleted = store.delete_collection(&r, &list, &opts)?;
+                    let items: Vec<Value> =
+                        deleted.iter().map(|o| render_value(o, meta_only)).collect();
+                    let list = json!({
+                        "kind": list_kind(&r.def, meta_only),
+                        "apiVersion": list_api_version(&r.def, meta_only),
+                        "metadata": {"resourceVersion": store.resource_version().to_string()},
+                        "items": items,
+                    });
+                    Ok(ok_json(&list))
+                }
+                _ => Err(method_not_allowed(&method)),
+            }
+        }
+        Target::Object { namespace, name, subresource } => {
+            if namespace.is_some() != r.def.namespaced {
+                return Err(not_found_path());
+            }
+            match subresource.as_deref() {
+                None => {}
+                Some("status") if method == Method::GET => {}
+                Some(_) => return Err(not_found_path()),
+            }
+            let ns = namespace.as_deref();
+            match method {
+                Method::GET => {
+                    let bytes = store.get(&r, ns, &name)?;
+                    Ok(json_response(StatusCode::OK, render_stored(&r.def, &bytes, meta_only)))
+                }
+                Method::PUT => {
+                    let body = read_json(body).await?;
+                    let (obj, _) = store.update(&r, ns, &name, body)?;
+                    Ok(object_response(StatusCode::OK, &obj, meta_only))
+                }
+                Method::PATCH => {
+                    let content_type = parts
+                        .headers
+                        .get(header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default();
+                    let patch_type = PatchType::from_content_type(content_type)?;
+                    let body = read_body(body).await?;
+                    let (obj, _) = store.patch(&r, ns, &name, patch_type, &body)?;
+                    Ok(object_response(StatusCode::OK, &obj, meta_only))
+                }
+                Method::DELETE => {
+                    let opts = delete_options(body, &query).await?;
+                    let (obj, gone) = store.delete(&r, ns, &name, &opts)?;
+                    let code = if gone { StatusCode::OK } else { StatusCode::ACCEPTED };
+                    Ok(object_response(code, &obj, meta_only))
+                }
+                _ => Err(method_not_allowed(&method)),
+            }
+        }
+    }
+}
+
+fn url_decode_pairs(q: &str) -> HashMap<String, String> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+/// `application/x-www-form-urlencoded` decoding (`+` is a space).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn not_found_path() -> Error {
+    Error::NotFound { resource: String::new(), name: String::new() }
+}
+
+fn method_not_allowed(method: &Method) -> Error {
+    Error::MethodNotAllowed(format!(
+        "the server does not allow this method on the requested resource ({method})"
+    ))
+}
+
+async fn read_body(body: Body) -> Result<Bytes> {
+    axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|e| Error::BadRequest(format!("cannot read the request body: {e}")))
+}
+
+async fn read_json(body: Body) -> Result<Value> {
+    let bytes = read_body(body).await?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::BadRequest(format!("invalid JSON body: {e}")))
+}
+
+async fn delete_options(body: Body, query: &HashMap<String, String>) -> Result<DeleteOptions> {
+    let bytes = read_body(body).await?;
+    let mut opts: DeleteOptions = if bytes.iter().all(u8::is_ascii_whitespace) {
+        DeleteOptions::default()
+    } else {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Error::BadRequest(format!("invalid DeleteOptions: {e}")))?
+    };
+    if let Some(p) = query.get("propagationPolicy") {
+        opts.propagation_policy = Some(p.clone());
+    }
+    if let Some(o) = query.get("orphanDependents") {
+        opts.orphan_dependents = Some(o == "true");
+    }
+    if !opts.dry_run.is_empty() {
+        return Err(Error::BadRequest("dryRun is not supported by simcluster".into()));
+    }
+    Ok(opts)
+}
+
+fn list_options(namespace: Option<String>, query: &HashMap<String, String>) -> Result<ListOptions> {
+    let limit = match query.get("limit") {
+        Some(l) => l.parse().map_err(|_| Error::BadRequest(format!("invalid limit {l:?}")))?,
+        None => 0,
+    };
+    Ok(ListOptions {
+        namespace,
+        limit,
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+        labels: Selector::parse(query.get("labelSelector").map_or("", String::as_str))?,
+        fields: Selector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
+    })
+}
+
+fn list_kind(def: &ResourceDef, meta_only: bool) -> String {
+    if meta_only { "PartialObjectMetadataList".into() } else { format!("{}List", def.kind) }
+}
+
+fn list_api_version(def: &ResourceDef, meta_only: bool) -> String {
+    if meta_only { "meta.k8s.io/v1".into() } else { def.api_version() }
+}
+
+#[derive(Deserialize)]
+struct MetadataOnly<'a> {
+    #[serde(borrow)]
+    metadata: &'a RawValue,
+}
+
+/// A stored object as the client asked for it: the whole object (its stored bytes behind
+/// `apiVersion` and `kind`, no re-encoding) or its `PartialObjectMetadata`.
+fn render_stored(def: &ResourceDef, bytes: &[u8], meta_only: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + 64);
+    push_stored(&mut out, def, bytes, meta_only);
+    out
+}
+
+fn push_stored(out: &mut Vec<u8>, def: &ResourceDef, bytes: &[u8], meta_only: bool) {
+    if meta_only {
+        out.extend_from_slice(
+            br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
+        );
+        match serde_json::from_slice::<MetadataOnly<'_>>(bytes) {
+            Ok(m) => out.extend_from_slice(m.metadata.get().as_bytes()),
+            Err(_) => out.extend_from_slice(b"{}"),
+        }
+        out.push(b'}');
+    } else {
+        out.extend_from_slice(br#"{"apiVersion":"#);
+        out.extend_from_slice(Value::from(def.api_version()).to_string().as_bytes());
+        out.extend_from_slice(br#","kind":"#);
+        out.extend_from_slice(Value::from(def.kind.as_str()).to_string().as_bytes());
+        match bytes.get(1..) {
+            Some(rest) if rest != b"}" => {
+                out.push(b',');
+                out.extend_from_slice(rest);
+            }
+            _ => out.push(b'}'),
+        }
+    }
+}
+
+fn render_value(obj: &Value, meta_only: bool) -> Value {
+    if meta_only {
+        json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        })
+    } else {
+        obj.clone()
+    }
+}
+
+fn object_response(code: StatusCode, obj: &Value, meta_only: bool) -> Response {
+    json_response(code, render_value(obj, meta_only).to_string().into_bytes())
+}
+
+fn list_response(
+    store: &Store,
+    r: &Resolved,
+    namespace: Option<String>,
+    query: &HashMap<String, String>,
+    meta_only: bool,
+) -> Result<Response> {
+    let opts = list_options(namespace, query)?;
+    let page = store.list(r, &opts)?;
+    let mut meta = json!({"resourceVersion": page.resource_version.to_string()});
+    if let Some(c) = &page.continue_token {
+        meta["continue"] = c.clone().into();
+    }
+    let head = json!({
+        "kind": list_kind(&r.def, meta_only),
+        "apiVersion": list_api_version(&r.def, meta_only),
+        "metadata": meta,
+    })
+    .to_string();
+    let size: usize = page.items.iter().map(|i| i.len() + 48).sum();
+    let mut out = Vec::with_capacity(head.len() + size + 16);
+    out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+    out.extend_from_slice(br#","items":["#);
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_stored(&mut out, &r.def, item, meta_only);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_response(StatusCode::OK, out))
+}
+
+/// A watch in progress.
+struct Watch {
+    def: Arc<ResourceDef>,
+    table: usize,
+    namespace: Option<String>,
+    meta_only: bool,
+    backlog: std::vec::IntoIter<Arc<Change>>,
+    /// Bookmark `k8s.io/initial-events-end` once the backlog is sent (`sendInitialEvents`).
+    initial_events_end: bool,
+    /// `None` once the watch only has an error left to send.
+    live: Option<tokio::sync::broadcast::Receiver<Arc<Change>>>,
+    /// Every change up to this resourceVersion has been sent or filtered out.
+    seen: u64,
+    bookmarks: Option<tokio::time::Interval>,
+    deadline: tokio::time::Instant,
+    done: bool,
+}
+
+impl Watch {
+    fn event(&self, kind: &str, object: &[u8]) -> Bytes {
+        let mut out = Vec::with_capacity(object.len() + 96);
+        out.extend_from_slice(br#"{"type":""#);
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(br#"","object":"#);
+        push_stored(&mut out, &self.def, object, self.meta_only);
+        out.extend_from_slice(b"}\n");
+        out.into()
+    }
+
+    fn bookmark(&self, annotations: Option<Value>) -> Bytes {
+        let (kind, api_version) = if self.meta_only {
+            ("PartialObjectMetadata".to_owned(), "meta.k8s.io/v1".to_owned())
+        } else {
+            (self.def.kind.clone(), self.def.api_version())
+        };
+        let mut meta = json!({"resourceVersion": self.seen.to_string()});
+        if let Some(a) = annotations {
+            meta["annotations"] = a;
+        }
+        let event = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}});
+        format!("{event}\n").into()
+    }
+
+    fn expired(&mut self, message: String) -> Bytes {
+        self.done = true;
+        let event = json!({"type": "ERROR", "object": Error::Expired(message).to_status()});
+        format!("{event}\n").into()
+    }
+
+    fn wants(&self, c: &Change) -> bool {
+        c.table == self.table && self.namespace.as_deref().is_none_or(|ns| *c.namespace == *ns)
+    }
+
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        if let Some(c) = self.backlog.next() {
+            return Some(self.event(c.kind.as_str(), &c.object));
+        }
+        if self.initial_events_end {
+            self.initial_events_end = false;
+            return Some(self.bookmark(Some(json!({INITIAL_EVENTS_END: "true"}))));
+        }
+        let mut live = self.live.take()?;
+        let mut bookmarks = self.bookmarks.take();
+        let out = loop {
+            let tick = async {
+                match bookmarks.as_mut() {
+                    Some(i) => {
+                        i.tick().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                got = live.recv() => match got {
+                    Ok(c) => {
+                        self.seen = self.seen.max(c.rv);
+                        if self.wants(&c) {
+                            break Some(self.event(c.kind.as_str(), &c.object));
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        let message = format!("watch fell {n} changes behind; too old resource version");
+                        return Some(self.expired(message));
+                    }
+                    Err(RecvError::Closed) => return None,
+                },
+                () = tick => break Some(self.bookmark(None)),
+                () = tokio::time::sleep_until(self.deadline) => return None,
+            }
+        };
+        self.live = Some(live);
+        self.bookmarks = bookmarks;
+        out
+    }
+}
+
+fn watch_response(
+    app: &App,
+    r: &Resolved,
+    namespace: Option<String>,
+    query: &HashMap<String, String>,
+    meta_only: bool,
+) -> Result<Response> {
+    let flag = |k: &str| matches!(query.get(k).map(String::as_str), Some("true" | "1"));
+    let send_initial = flag("sendInitialEvents");
+    let bookmarks = flag("allowWatchBookmarks");
+    let from = match query.get("resourceVersion").map(String::as_str) {
+        None | Some("" | "0") => WatchFrom::Current,
+        // sendInitialEvents starts from the current state whatever the version.
+        Some(_) if send_initial => WatchFrom::Current,
+        Some(rv) => WatchFrom::After(
+            rv.parse().map_err(|_| Error::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
+        ),
+    };
+    let timeout = match query.get("timeoutSeconds") {
+        Some(t) => Duration::from_secs(
+            t.parse().map_err(|_| Error::BadRequest(format!("invalid timeoutSeconds {t:?}")))?,
+        ),
+        None => Duration::from_secs(1800),
+    };
+    let mut watch = Watch {
+        def: r.def.clone(),
+        table: r.table,
+        namespace: namespace.clone(),
+        meta_only,
+        backlog: Vec::new().into_iter(),
+        initial_events_end: false,
+        live: None,
+        seen: 0,
+        bookmarks: None,
+        deadline: tokio::time::Instant::now() + timeout,
+        done: false,
+    };
+    let first = match app.store.watch(r, namespace.as_deref(), from) {
+        Ok(start) => {
+            watch.backlog = start.backlog.into_iter();
+            watch.live = Some(start.live);
+            watch.seen = start.resource_version;
+            watch.initial_events_end = send_initial && bookmarks;
+            if bookmarks {
+                let mut i = tokio::time::interval_at(
+                    tokio::time::Instant::now() + app.bookmark_interval,
+                    app.bookmark_interval,
+                );
+                i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                watch.bookmarks = Some(i);
+            }
+            None
+        }
+        Err(Error::Expired(message)) => Some(watch.expired(message)),
+        Err(e) => return Err(e),
+    };
+    let stream = futures_util::stream::unfold((watch, first), |(mut w, first)| async move {
+        if let Some(b) = first {
+            return Some((Ok::<_, Infallible>(b), (w, None)));
+        }
+        let item = w.next().await?;
+        Some((Ok(item), (w, None)))
+    });
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("valid header"));
+    Ok((StatusCode::OK, headers, Body::from_stream(stream)).into_response())
+}
+
+fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "33",
+        "gitVersion": "v1.33.0-simcluster",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2025-01-01T00:00:00Z",
+        "goVersion": "go1.24",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+fn api_versions(app: &App) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": app.address}],
+    })
+}
+
+fn group_json(group: &str, versions: &[String]) -> Value {
+    let gv = |v: &String| json!({"groupVersion": format!("{group}/{v}"), "version": v});
+    json!({
+        "name": group,
+        "versions": versions.iter().map(gv).collect::<Vec<_>>(),
+        "preferredVersion": gv(&versions[0]),
+    })
+}
+
+fn group_list(store: &Store) -> Value {
+    let groups: Vec<Value> = store.groups().iter().map(|(g, vs)| group_json(g, vs)).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+fn api_group(store: &Store, group: &str) -> Result<Response> {
+    let groups = store.groups();
+    let (_, versions) = groups.iter().find(|(g, _)| g == group).ok_or_else(not_found_path)?;
+    let mut g = group_json(group, versions);
+    g["kind"] = "APIGroup".into();
+    g["apiVersion"] = "v1".into();
+    Ok(ok_json(&g))
+}
+
+fn resource_list(store: &Store, group: &str, version: &str) -> Result<Response> {
+    let resources: Vec<Value> = store
+        .resources()
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+        .map(|d| {
+            let mut r = json!({
+                "name": d.plural,
+                "singularName": d.singular,
+                "namespaced": d.namespaced,
+                "kind": d.kind,
+                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            });
+            if !d.short_names.is_empty() {
+                r["shortNames"] = d.short_names.clone().into();
+            }
+            r
+        })
+        .collect();
+    if resources.is_empty() {
+        return Err(not_found_path());
+    }
+    let gv = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    Ok(ok_json(&json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": resources,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decode_should_decode_form_encoding() {
+        assert_eq!(percent_decode("a%3Db+c"), "a=b c");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
+
+    #[test]
+    fn render_stored_should_splice_type_or_cut_metadata() {
+        let def = ResourceDef::new("apps/v1", "deployments", "Deployment", true);
+        let stored = br#"{"metadata":{"name":"a"},"spec":{}}"#;
+        assert_eq!(
+            String::from_utf8(render_stored(&def, stored, false)).unwrap(),
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},"spec":{}}"#
+        );
+        assert_eq!(
+            String::from_utf8(render_stored(&def, stored, true)).unwrap(),
+            r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a"}}"#
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! `kube-gc-simcluster`: serves a simcluster until interrupted.
+//!
+//! ```text
+//! kube-gc-simcluster --kubeconfig-out /tmp/sim.kubeconfig --preload 1000000
+//! KUBECONFIG=/tmp/sim.kubeconfig kube-gc
+//! ```
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use kube_gc_simcluster::preload::{Preload, Shape, preload};
+use kube_gc_simcluster::{Config, ResourceDef, SimCluster, Store, StoreConfig, resources};
+
+/// An in-process Kubernetes API server emulator for kube-gc's tests and demo (plain HTTP on
+/// loopback; no TLS, no real authentication, no garbage collection of its own).
+#[derive(Parser, Debug)]
+#[command(name = "kube-gc-simcluster", version, about)]
+struct Args {
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Allow a non-loopback --listen address (anyone who reaches it reads and writes everything).
+    #[arg(long)]
+    listen_any: bool,
+    /// Write a kubeconfig for clients here.
+    #[arg(long)]
+    kubeconfig_out: Option<PathBuf>,
+    /// Require this static bearer token (test-only: it travels in clear over HTTP).
+    #[arg(long)]
+    token: Option<String>,
+    /// Extra resources, `apiVersion,plural,Kind,Namespaced|Cluster[,orphan][,custom]`
+    /// (repeatable), e.g. `example.com/v1,widgets,Widget,Namespaced,custom`.
+    #[arg(long = "resource")]
+    resources: Vec<String>,
+    /// Serve only the --resource ones, not the builtin set.
+    #[arg(long)]
+    no_builtin: bool,
+    /// Preload this many objects (WORKLOAD.md's N) before serving.
+    #[arg(long, default_value_t = 0)]
+    preload: usize,
+    /// Shape of the preloaded objects.
+    #[arg(long, default_value = "deploy-rs-pods")]
+    shape: String,
+    /// WORKLOAD.md's seed for --preload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// WORKLOAD.md's namespace count for --preload.
+    #[arg(long, default_value_t = 1000)]
+    namespaces: usize,
+    /// Changes kept for watches; older resourceVersions get 410 Expired.
+    #[arg(long, default_value_t = 10_000)]
+    watch_history: usize,
+    /// Preload, report the time taken and exit without serving (to measure --preload).
+    #[arg(long)]
+    exit_after_preload: bool,
+    /// Seconds between watch bookmarks.
+    #[arg(long, default_value_t = 1)]
+    bookmark_interval: u64,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let mut defs = if args.no_builtin { Vec::new() } else { resources::builtin() };
+    for spec in &args.resources {
+        defs.push(ResourceDef::parse(spec)?);
+    }
+    let config = Config {
+        listen: args.listen,
+        listen_any: args.listen_any,
+        token: args.token.clone(),
+        resources: defs,
+        store: StoreConfig { history: args.watch_history, ..StoreConfig::default() },
+        bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
+        ..Config::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let store = Arc::new(Store::new(config.store.clone(), config.resources.clone()));
+        if let Ok(ns) = store.resolve("", "v1", "namespaces") {
+            for name in &config.namespaces {
+                store.create(&ns, None, serde_json::json!({"metadata": {"name": name}}))?;
+            }
+        }
+        if args.preload > 0 {
+            let started = Instant::now();
+            let p = Preload {
+                shape: args.shape.parse::<Shape>()?,
+                seed: args.seed,
+                namespaces: args.namespaces,
+                ..Preload::new(args.preload)
+            };
+            let out = preload(&store, &p)?;
+            tracing::info!(
+                objects = args.preload,
+                seconds = started.elapsed().as_secs_f64(),
+                json_bytes = out.json_bytes,
+                ?out,
+                "preloaded"
+            );
+            if args.exit_after_preload {
+                println!(
+                    "preloaded {} objects in {:.3} s ({} bytes of JSON)",
+                    store.len(),
+                    started.elapsed().as_secs_f64(),
+                    out.json_bytes
+                );
+                return Ok(());
+            }
+        }
+        let sim = SimCluster::serve(config, store).await?;
+        if let Some(path) = &args.kubeconfig_out {
+            std::fs::write(path, sim.kubeconfig())?;
+            tracing::info!(path = %path.display(), "wrote kubeconfig");
+        }
+        tracing::info!(url = %sim.url(), "serving");
+        tokio::signal::ctrl_c().await?;
+        sim.shutdown().await;
+        Ok(())
+    })
+}

@@ -1,0 +1,169 @@
+//! kube-gc itself against simcluster: the collector, started in-process on the kubeconfig
+//! simcluster writes, collects dangling dependents and honours each propagation policy.
+//!
+//! These are the foundation of the demo and of the chaos suite: if they pass, kube-gc's
+//! discovery, metadata watchers, live reads, patches and deletes all work over simcluster's
+//! HTTP API.
+
+mod common;
+
+use clap::Parser;
+use common::{client, code, eventually, start};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ReplicationController};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Client, Resource};
+use kube_gc::{Controller, Flags};
+use kube_gc_simcluster::SimCluster;
+use serde_json::json;
+use tokio::sync::oneshot;
+
+/// kube-gc running against `sim` until dropped.
+struct Gc {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    _kubeconfig: TempFile,
+}
+
+struct TempFile(std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl Gc {
+    async fn start(sim: &SimCluster) -> Gc {
+        let path = std::env::temp_dir().join(format!(
+            "kube-gc-simcluster-{}-{}.kubeconfig",
+            std::process::id(),
+            sim.addr().port()
+        ));
+        std::fs::write(&path, sim.kubeconfig()).expect("write kubeconfig");
+        let flags = Flags::parse_from([
+            "kube-gc",
+            "--kubeconfig",
+            path.to_str().unwrap(),
+            "--debug-addr",
+            "127.0.0.1:0",
+            "--kube-api-qps",
+            "1000",
+            "--kube-api-burst",
+            "1000",
+            "--concurrent-gc-syncs",
+            "4",
+            "--initial-sync-timeout",
+            "20s",
+        ]);
+        let kube = kube_gc::client(&flags).await.expect("client from simcluster's kubeconfig");
+        let controller = Controller::start(flags, kube).await.expect("kube-gc starts");
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(controller.run(async move {
+            let _ = rx.await;
+        }));
+        Gc { stop: Some(tx), task, _kubeconfig: TempFile(path) }
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let _ = tokio::time::timeout(common::DEADLINE, &mut self.task).await;
+    }
+}
+
+fn owned_pod(name: &str, owner: &impl Resource<DynamicType = ()>, block: bool) -> Pod {
+    let meta = owner.meta();
+    serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": [{
+        "apiVersion": <ConfigMap as Resource>::api_version(&()),
+        "kind": <ConfigMap as Resource>::kind(&()),
+        "name": meta.name, "uid": meta.uid,
+        "blockOwnerDeletion": block,
+    }]}}))
+    .unwrap()
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+}
+
+async fn gone<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    matches!(api.get(name).await, Err(e) if code(&e) == 404)
+}
+
+async fn apis(c: &Client) -> (Api<ConfigMap>, Api<Pod>) {
+    (Api::namespaced(c.clone(), "default"), Api::namespaced(c.clone(), "default"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_gc_should_collect_a_dependent_whose_owner_never_existed() {
+    let sim = start().await;
+    let c = client(&sim).await;
+    let (_, pods) = apis(&c).await;
+    let dangling: Pod = serde_json::from_value(json!({"metadata": {"name": "dangling", "ownerReferences": [{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "never", "uid": "00000000-0000-4000-8000-000000000001"
+    }]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &dangling).await.unwrap();
+    let solid_owner = Api::<ConfigMap>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &cm("solid"))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &owned_pod("kept", &solid_owner, false)).await.unwrap();
+
+    let gc = Gc::start(&sim).await;
+    eventually("the dangling pod is collected", || gone(&pods, "dangling")).await;
+    assert!(pods.get("kept").await.is_ok(), "a pod with a live owner stays");
+    gc.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_gc_should_honour_each_propagation_policy() {
+    let sim = start().await;
+    let c = client(&sim).await;
+    let (cms, pods) = apis(&c).await;
+    let gc = Gc::start(&sim).await;
+
+    // Background: the owner goes at once, then kube-gc deletes the dependent.
+    let owner = cms.create(&PostParams::default(), &cm("bg-owner")).await.unwrap();
+    pods.create(&PostParams::default(), &owned_pod("bg-dep", &owner, false)).await.unwrap();
+    cms.delete("bg-owner", &DeleteParams::background()).await.unwrap();
+    eventually("background: the dependent is collected", || gone(&pods, "bg-dep")).await;
+
+    // Foreground: the owner waits (foregroundDeletion) for its blocking dependent, kube-gc
+    // deletes the dependent, then removes the finalizer, and the owner goes.
+    let owner = cms.create(&PostParams::default(), &cm("fg-owner")).await.unwrap();
+    pods.create(&PostParams::default(), &owned_pod("fg-dep", &owner, true)).await.unwrap();
+    cms.delete("fg-owner", &DeleteParams::foreground()).await.unwrap();
+    eventually("foreground: the dependent is collected", || gone(&pods, "fg-dep")).await;
+    eventually("foreground: the owner follows", || gone(&cms, "fg-owner")).await;
+
+    // Orphan: kube-gc strips the owner reference, then removes the orphan finalizer.
+    let owner = cms.create(&PostParams::default(), &cm("or-owner")).await.unwrap();
+    pods.create(&PostParams::default(), &owned_pod("or-dep", &owner, true)).await.unwrap();
+    cms.delete("or-owner", &DeleteParams::orphan()).await.unwrap();
+    eventually("orphan: the owner goes", || gone(&cms, "or-owner")).await;
+    let dep = pods.get("or-dep").await.expect("orphan: the dependent stays");
+    assert!(dep.metadata.owner_references.unwrap_or_default().is_empty(), "and has no owner left");
+
+    // Legacy default-orphan kind: a ReplicationController deleted without a policy orphans.
+    let rcs: Api<ReplicationController> = Api::namespaced(c.clone(), "default");
+    let rc: ReplicationController =
+        serde_json::from_value(json!({"metadata": {"name": "rc"}})).unwrap();
+    let rc = rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let rc_pod: Pod = serde_json::from_value(json!({"metadata": {"name": "rc-dep", "ownerReferences": [{
+        "apiVersion": "v1", "kind": "ReplicationController", "name": "rc", "uid": rc.metadata.uid,
+        "controller": true, "blockOwnerDeletion": true
+    }]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &rc_pod).await.unwrap();
+    rcs.delete("rc", &DeleteParams::default()).await.unwrap();
+    eventually("legacy orphan: the controller goes", || gone(&rcs, "rc")).await;
+    let dep = pods.get("rc-dep").await.expect("legacy orphan: the dependent stays");
+    assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
+
+    gc.stop().await;
+}
