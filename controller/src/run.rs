@@ -4,10 +4,12 @@
 //! `startMonitors`, `IsSynced`); GC-SPEC.md §6.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use kube::Client;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::Resource;
@@ -318,7 +320,13 @@ impl Controller {
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = tick.tick() => {
-                    self.resync().await;
+                    // As `wait.Until`: a failing (even panicking) sync is logged and retried
+                    // next period; it never stops the loop.
+                    if let Err(panic) = AssertUnwindSafe(self.resync()).catch_unwind().await {
+                        tracing::error!(?panic, "garbage collector sync panicked; retrying next period");
+                        self.metrics.resources_sync_errors.inc();
+                        continue;
+                    }
                     if !self.wait_for_sync(self.flags.resync_period).await {
                         tracing::warn!("timed out waiting for dependency graph builder sync during GC sync");
                         self.metrics.resources_sync_errors.inc();
@@ -388,8 +396,13 @@ async fn ingest_loop(
             })
             .await
             else {
-                tracing::error!("ingest panicked; stopping the ingest loop");
-                return;
+                // A batch half-applied leaves the graph unknown: like upstream's crash on a
+                // graph-builder panic, stop the process and let the restart rebuild the graph
+                // from a fresh list, rather than collect from a graph no longer trusted.
+                tracing::error!(
+                    "ingesting a batch panicked; exiting so that a restart rebuilds the graph"
+                );
+                std::process::exit(1);
             };
             ingester = back;
             metrics.ingest_batches.inc();
