@@ -12,7 +12,6 @@
 //! integers in process-wide tables. Those sets are small and bounded by the cluster's API surface
 //! and namespaces, so the tables only grow and their strings live for the process.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -125,27 +124,50 @@ impl From<&str> for Uid {
 /// Uppercase is rejected on purpose: the API compares UIDs as strings, so `ABC…` and `abc…`
 /// are different UIDs and must stay different.
 fn parse_canonical_uuid(text: &str) -> Option<(u64, u64)> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 36 {
+    let bytes: &[u8; 36] = text.as_bytes().try_into().ok()?;
+    if bytes[8] != b'-' || bytes[13] != b'-' || bytes[18] != b'-' || bytes[23] != b'-' {
         return None;
     }
+    // Branch-free over the 32 digits: any non-digit sets a high bit in `bad`.
     let mut value: u128 = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if matches!(i, 8 | 13 | 18 | 23) {
-            if b != b'-' {
-                return None;
-            }
-            continue;
-        }
-        let nibble = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            _ => return None,
-        };
-        value = (value << 4) | u128::from(nibble);
+    let mut bad = 0u8;
+    for &i in &HEX_POSITIONS {
+        let nibble = HEX_DIGIT[bytes[i] as usize];
+        bad |= nibble;
+        value = (value << 4) | u128::from(nibble & 0x0f);
     }
-    Some(((value >> 64) as u64, value as u64))
+    (bad & 0xf0 == 0).then_some(((value >> 64) as u64, value as u64))
 }
+
+/// Where the 32 hex digits of a canonical UUID are.
+const HEX_POSITIONS: [usize; 32] = {
+    let mut p = [0; 32];
+    let (mut i, mut n) = (0, 0);
+    while i < 36 {
+        if !matches!(i, 8 | 13 | 18 | 23) {
+            p[n] = i;
+            n += 1;
+        }
+        i += 1;
+    }
+    p
+};
+
+/// The value of each lowercase hex digit; 0xff for every other byte (uppercase included).
+const HEX_DIGIT: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut c = 0;
+    while c < 10 {
+        t[b'0' as usize + c] = c as u8;
+        c += 1;
+    }
+    let mut c = 0;
+    while c < 6 {
+        t[b'a' as usize + c] = 10 + c as u8;
+        c += 1;
+    }
+    t
+};
 
 fn format_uuid(hi: u64, lo: u64) -> String {
     let v = (u128::from(hi) << 64) | u128::from(lo);
@@ -159,18 +181,33 @@ struct Interner {
 }
 
 struct InternerInner {
-    ids: HashMap<&'static str, u32>,
+    ids: hashbrown::HashMap<&'static str, u32>,
     strings: Vec<&'static str>,
 }
 
+/// A thread's copy of the ids it already looked up, so that ingest threads intern the same few
+/// apiVersions, kinds and namespaces without touching the shared lock.
+type LocalIds = std::cell::RefCell<hashbrown::HashMap<&'static str, u32>>;
+
 impl Interner {
     fn new(seed: &[&'static str]) -> Interner {
-        let mut inner = InternerInner { ids: HashMap::new(), strings: Vec::new() };
+        let mut inner = InternerInner { ids: hashbrown::HashMap::new(), strings: Vec::new() };
         for s in seed {
             inner.ids.insert(s, inner.strings.len() as u32);
             inner.strings.push(s);
         }
         Interner { inner: RwLock::new(inner) }
+    }
+
+    /// `intern`, answered from `local` when this thread saw `text` before.
+    fn intern_cached(&self, local: &'static std::thread::LocalKey<LocalIds>, text: &str) -> u32 {
+        if let Some(id) = local.with(|l| l.borrow().get(text).copied()) {
+            return id;
+        }
+        let id = self.intern(text);
+        let leaked = self.resolve(id);
+        local.with(|l| l.borrow_mut().insert(leaked, id));
+        id
     }
 
     fn intern(&self, text: &str) -> u32 {
@@ -193,6 +230,11 @@ impl Interner {
     fn resolve(&self, id: u32) -> &'static str {
         self.inner.read().strings.get(id as usize).copied().unwrap_or("")
     }
+}
+
+thread_local! {
+    static LOCAL_TYPE_IDS: LocalIds = LocalIds::default();
+    static LOCAL_NAMESPACE_IDS: LocalIds = LocalIds::default();
 }
 
 fn uid_interner() -> &'static Interner {
@@ -224,7 +266,10 @@ impl ObjectType {
     /// Interns `api_version` (`v1`, `apps/v1`, …) and `kind` (`Pod`, …).
     pub fn new(api_version: &str, kind: &str) -> ObjectType {
         let i = type_interner();
-        ObjectType { api_version: i.intern(api_version), kind: i.intern(kind) }
+        ObjectType {
+            api_version: i.intern_cached(&LOCAL_TYPE_IDS, api_version),
+            kind: i.intern_cached(&LOCAL_TYPE_IDS, kind),
+        }
     }
 
     /// The apiVersion, as `group/version` or `version` for the core group.
@@ -265,7 +310,7 @@ impl Namespace {
 
     /// Interns a namespace name.
     pub fn new(name: &str) -> Namespace {
-        Namespace(namespace_interner().intern(name))
+        Namespace(namespace_interner().intern_cached(&LOCAL_NAMESPACE_IDS, name))
     }
 
     /// The namespace's name (`""` for cluster-scoped).

@@ -65,7 +65,15 @@ use crate::loom_support::run_on_threads;
 pub struct Ingester {
     graph: Arc<Graph>,
     threads: usize,
+    /// The phases' threads, kept across batches (spawning threads for every batch costs more
+    /// than a small batch's work, and fresh threads start with cold allocator heaps).
+    #[cfg(not(kube_gc_loom))]
+    pool: Option<rayon_core::ThreadPool>,
 }
+
+/// Batches smaller than this are applied on the calling thread: waking the pool costs more
+/// than the work.
+const SMALL_BATCH: usize = 64;
 
 /// The incarnation given to the key of a node that was gone by the end of its batch; a worker
 /// finds no such node and drops the item.
@@ -74,7 +82,25 @@ const GONE: u32 = u32::MAX;
 impl Ingester {
     /// An ingester for `graph` that uses `threads` threads per phase (at least 1).
     pub fn new(graph: Arc<Graph>, threads: usize) -> Ingester {
-        Ingester { graph, threads: threads.max(1) }
+        let threads = threads.max(1);
+        #[cfg(not(kube_gc_loom))]
+        let pool = (threads > 1)
+            .then(|| {
+                rayon_core::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("kube-gc-ingest-{i}"))
+                    .build()
+                    .ok()
+            })
+            .flatten();
+        #[cfg(not(kube_gc_loom))]
+        let threads = if pool.is_some() { threads } else { 1 };
+        Ingester {
+            graph,
+            threads,
+            #[cfg(not(kube_gc_loom))]
+            pool,
+        }
     }
 
     /// The graph this ingester writes.
@@ -113,25 +139,43 @@ impl Ingester {
     fn ingest_batch(&self, events: &[Event]) -> IngestOutput {
         let graph = &*self.graph;
         let shards = graph.shard_count();
-        let threads = self.threads.min(shards).max(1);
+        let threads = if events.len() < SMALL_BATCH { 1 } else { self.threads };
         let mut out = IngestOutput::default();
 
-        // Phase 0: parse and bucket by shard (sequence order within a bucket).
-        let mut prepared: Vec<Option<Prepared<'_>>> = Vec::with_capacity(events.len());
-        let mut own: Vec<Vec<u32>> = vec![Vec::new(); shards];
-        for (seq, e) in events.iter().enumerate() {
-            match Prepared::parse(e) {
-                Ok(p) => {
-                    own[graph.shard_of(p.uid)].push(seq as u32);
-                    prepared.push(Some(p));
-                    out.applied += 1;
-                }
-                Err(err) => {
-                    out.errors.push(err);
-                    prepared.push(None);
+        // Phase 0: parse and bucket by shard, each thread a contiguous chunk of the batch, so
+        // the buckets concatenated in chunk order keep sequence order.
+        let chunk = events.len().div_ceil(threads).max(1);
+        let phase0 = |t: usize| {
+            let start = (t * chunk).min(events.len());
+            let end = ((t + 1) * chunk).min(events.len());
+            let mut prepared = Vec::with_capacity(end - start);
+            let mut own: Vec<Vec<u32>> = vec![Vec::new(); shards];
+            let mut errors = Vec::new();
+            for (seq, e) in events.iter().enumerate().take(end).skip(start) {
+                match Prepared::parse(e) {
+                    Ok(p) => {
+                        own[graph.shard_of(p.uid)].push(seq as u32);
+                        prepared.push(Some(p));
+                    }
+                    Err(err) => {
+                        errors.push(err);
+                        prepared.push(None);
+                    }
                 }
             }
+            (prepared, own, errors)
+        };
+        let chunks = self.run_on_threads(threads, phase0);
+        let mut prepared: Vec<Option<Prepared<'_>>> = Vec::with_capacity(events.len());
+        let mut own: Vec<Vec<u32>> = vec![Vec::new(); shards];
+        for (p, o, errors) in chunks {
+            prepared.extend(p);
+            for (all, part) in own.iter_mut().zip(o) {
+                all.extend(part);
+            }
+            out.errors.extend(errors);
         }
+        out.applied = prepared.iter().filter(|p| p.is_some()).count();
         let prepared = &prepared[..];
         let own = &own[..];
         let owned_by = |t: usize| (t..shards).step_by(threads);
@@ -148,7 +192,7 @@ impl Ingester {
             }
             ops
         };
-        let ops: Vec<Vec<Vec<EdgeOp>>> = run_on_threads(threads, phase1);
+        let ops: Vec<Vec<Vec<EdgeOp>>> = self.run_on_threads(threads, phase1);
 
         // Phase 2: apply, by shard, merged in sequence order.
         let phase2 = |t: usize| {
@@ -195,7 +239,8 @@ impl Ingester {
             }
             records
         };
-        let records: Vec<Out> = run_on_threads(threads, phase2).into_iter().flatten().collect();
+        let records: Vec<Out> =
+            self.run_on_threads(threads, phase2).into_iter().flatten().collect();
 
         self.resolve(records, &mut out);
         out
@@ -262,18 +307,16 @@ fn repeats_owner_uid(e: &Event) -> bool {
     (1..refs.len()).any(|i| refs[..i].iter().any(|p| p.uid == refs[i].uid))
 }
 
-/// Runs `f(0..threads)` on scoped threads (`f(0)` on the caller's) and collects the results in
-/// thread order.
-#[cfg(not(kube_gc_loom))]
-fn run_on_threads<R: Send>(threads: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    if threads == 1 {
-        return vec![f(0)];
+impl Ingester {
+    /// Runs `f(0..threads)`, each on its own thread of the pool (or `f(0)` on the caller's
+    /// when `threads` is 1), and collects the results in thread order.
+    fn run_on_threads<R: Send>(&self, threads: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+        #[cfg(kube_gc_loom)]
+        return run_on_threads(threads, f);
+        #[cfg(not(kube_gc_loom))]
+        match &self.pool {
+            Some(pool) if threads > 1 => pool.broadcast(|ctx| f(ctx.index())),
+            _ => vec![f(0)],
+        }
     }
-    std::thread::scope(|scope| {
-        let f = &f;
-        let handles: Vec<_> = (1..threads).map(|t| scope.spawn(move || f(t))).collect();
-        let mut results = vec![f(0)];
-        results.extend(handles.into_iter().map(|h| h.join().expect("ingest thread panicked")));
-        results
-    })
 }
