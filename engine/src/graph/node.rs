@@ -50,15 +50,18 @@ pub(crate) struct DependentEntry {
 const INLINE_DEPENDENTS: usize = 16;
 
 /// A set of dependents keyed by UID, small and flat while small, hashed when large.
+///
+/// One pointer inline in the node: most objects have no dependents, and a node's size is paid
+/// for every object (the shard tables hold nodes inline, and copy them as they grow).
 #[derive(Clone, Debug, Default)]
-pub(crate) enum Dependents {
-    /// No dependents (most objects).
-    #[default]
-    Empty,
+pub(crate) struct Dependents(Option<Box<DependentsSet>>);
+
+#[derive(Clone, Debug)]
+pub(crate) enum DependentsSet {
     /// At most [`INLINE_DEPENDENTS`] entries, unordered.
     Small(Vec<DependentEntry>),
     /// More: a table keyed by the dependent's UID.
-    Large(Box<HashTable<DependentEntry>>),
+    Large(HashTable<DependentEntry>),
 }
 
 fn hash_entry(e: &DependentEntry) -> u64 {
@@ -67,27 +70,31 @@ fn hash_entry(e: &DependentEntry) -> u64 {
 
 impl Dependents {
     pub(crate) fn len(&self) -> usize {
-        match self {
-            Dependents::Empty => 0,
-            Dependents::Small(v) => v.len(),
-            Dependents::Large(t) => t.len(),
+        match self.0.as_deref() {
+            None => 0,
+            Some(DependentsSet::Small(v)) => v.len(),
+            Some(DependentsSet::Large(t)) => t.len(),
         }
+    }
+
+    /// Whether the set is held in a hash table (it grew past the inline limit).
+    #[cfg(any(test, kube_gc_loom))]
+    pub(crate) fn is_hashed(&self) -> bool {
+        matches!(self.0.as_deref(), Some(DependentsSet::Large(_)))
     }
 
     #[cfg(test)]
     pub(crate) fn get(&self, uid: Uid) -> Option<&DependentEntry> {
-        match self {
-            Dependents::Empty => None,
-            Dependents::Small(v) => v.iter().find(|e| e.uid == uid),
-            Dependents::Large(t) => t.find(uid.hash64(), |e| e.uid == uid),
+        match self.0.as_deref()? {
+            DependentsSet::Small(v) => v.iter().find(|e| e.uid == uid),
+            DependentsSet::Large(t) => t.find(uid.hash64(), |e| e.uid == uid),
         }
     }
 
     pub(crate) fn get_mut(&mut self, uid: Uid) -> Option<&mut DependentEntry> {
-        match self {
-            Dependents::Empty => None,
-            Dependents::Small(v) => v.iter_mut().find(|e| e.uid == uid),
-            Dependents::Large(t) => t.find_mut(uid.hash64(), |e| e.uid == uid),
+        match self.0.as_deref_mut()? {
+            DependentsSet::Small(v) => v.iter_mut().find(|e| e.uid == uid),
+            DependentsSet::Large(t) => t.find_mut(uid.hash64(), |e| e.uid == uid),
         }
     }
 
@@ -97,17 +104,20 @@ impl Dependents {
             *existing = entry;
             return;
         }
-        match self {
-            Dependents::Empty => *self = Dependents::Small(vec![entry]),
-            Dependents::Small(v) if v.len() < INLINE_DEPENDENTS => v.push(entry),
-            Dependents::Small(v) => {
+        let Some(set) = self.0.as_deref_mut() else {
+            self.0 = Some(Box::new(DependentsSet::Small(vec![entry])));
+            return;
+        };
+        match set {
+            DependentsSet::Small(v) if v.len() < INLINE_DEPENDENTS => v.push(entry),
+            DependentsSet::Small(v) => {
                 let mut table = HashTable::with_capacity(v.len() * 2);
                 for e in v.drain(..).chain(std::iter::once(entry)) {
                     table.insert_unique(e.uid.hash64(), e, hash_entry);
                 }
-                *self = Dependents::Large(Box::new(table));
+                *set = DependentsSet::Large(table);
             }
-            Dependents::Large(t) => {
+            DependentsSet::Large(t) => {
                 t.insert_unique(entry.uid.hash64(), entry, hash_entry);
             }
         }
@@ -115,34 +125,34 @@ impl Dependents {
 
     /// Removes the dependent with `uid`, if present.
     pub(crate) fn remove(&mut self, uid: Uid) -> Option<DependentEntry> {
-        match self {
-            Dependents::Empty => None,
-            Dependents::Small(v) => {
+        let set = self.0.as_deref_mut()?;
+        let removed = match set {
+            DependentsSet::Small(v) => {
                 let i = v.iter().position(|e| e.uid == uid)?;
-                let removed = v.swap_remove(i);
-                if v.is_empty() {
-                    *self = Dependents::Empty;
-                }
-                Some(removed)
+                v.swap_remove(i)
             }
-            Dependents::Large(t) => {
+            DependentsSet::Large(t) => {
                 let removed = t.find_entry(uid.hash64(), |e| e.uid == uid).ok()?.remove().0;
                 // Shrink back with hysteresis, so a set oscillating around the limit does not
                 // convert on every change.
                 if t.len() <= INLINE_DEPENDENTS / 2 {
-                    let v: Vec<_> = std::mem::take(&mut **t).into_iter().collect();
-                    *self = if v.is_empty() { Dependents::Empty } else { Dependents::Small(v) };
+                    let v: Vec<_> = std::mem::take(t).into_iter().collect();
+                    *set = DependentsSet::Small(v);
                 }
-                Some(removed)
+                removed
             }
+        };
+        if self.len() == 0 {
+            self.0 = None;
         }
+        Some(removed)
     }
 
     pub(crate) fn iter(&self) -> DependentsIter<'_> {
-        match self {
-            Dependents::Empty => DependentsIter::Slice([].iter()),
-            Dependents::Small(v) => DependentsIter::Slice(v.iter()),
-            Dependents::Large(t) => DependentsIter::Table(t.iter()),
+        match self.0.as_deref() {
+            None => DependentsIter::Slice([].iter()),
+            Some(DependentsSet::Small(v)) => DependentsIter::Slice(v.iter()),
+            Some(DependentsSet::Large(t)) => DependentsIter::Table(t.iter()),
         }
     }
 }
@@ -207,7 +217,7 @@ impl Node {
             incarnation: 0,
             flags: flags::VIRTUAL,
             owners: SmallVec::new(),
-            dependents: Dependents::Empty,
+            dependents: Dependents::default(),
         }
     }
 
@@ -290,7 +300,7 @@ mod tests {
             d.insert(entry(i));
             assert_eq!(d.len(), i as usize + 1);
         }
-        assert!(matches!(d, Dependents::Large(_)));
+        assert!(d.is_hashed());
         // Re-inserting replaces, never duplicates.
         d.insert(entry(3));
         assert_eq!(d.len(), n as usize);
@@ -303,7 +313,8 @@ mod tests {
             assert_eq!(d.len(), (n - i - 1) as usize);
             assert_eq!(d.iter().count(), d.len());
         }
-        assert!(matches!(d, Dependents::Empty));
+        assert_eq!(d.len(), 0);
+        assert!(d.0.is_none(), "an empty set keeps no allocation");
         assert!(d.remove(Uid::from_u128(1)).is_none());
     }
 }
