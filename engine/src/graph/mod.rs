@@ -95,38 +95,97 @@ pub struct DependentView {
     pub namespace: crate::identity::Namespace,
 }
 
-/// One shard: a table of nodes keyed by UID.
+/// Slots per slab chunk: chunks never move once allocated, and a shard over-allocates by at
+/// most one chunk.
+const SLAB_CHUNK: usize = 64;
+
+/// One shard: its nodes in a slab of fixed-size chunks, found by UID through a hash table of
+/// 4-byte slot numbers.
+///
+/// Keeping the nodes out of the table is what keeps the graph small: a hash table runs
+/// between half and seven-eighths full, so a table of whole nodes pays up to twice their size
+/// for every object and copies them all each time it grows; a table of slot numbers pays that
+/// on 4 bytes, and the slab is full but for one chunk.
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
-    pub(crate) nodes: HashTable<Node>,
+    index: HashTable<u32>,
+    chunks: Vec<Box<[Option<Node>]>>,
+    /// Slots emptied by removals, reused first.
+    free: Vec<u32>,
+    /// Slots ever handed out (the next new slot's number).
+    used: u32,
+}
+
+fn slot_of(chunks: &[Box<[Option<Node>]>], slot: u32) -> &Option<Node> {
+    let slot = slot as usize;
+    &chunks[slot / SLAB_CHUNK][slot % SLAB_CHUNK]
+}
+
+fn slot_mut(chunks: &mut [Box<[Option<Node>]>], slot: u32) -> &mut Option<Node> {
+    let slot = slot as usize;
+    &mut chunks[slot / SLAB_CHUNK][slot % SLAB_CHUNK]
+}
+
+fn node_in(chunks: &[Box<[Option<Node>]>], slot: u32) -> &Node {
+    slot_of(chunks, slot).as_ref().expect("indexed slots hold a node")
 }
 
 impl Shard {
+    fn find(&self, uid: Uid) -> Option<u32> {
+        let chunks = &self.chunks;
+        self.index.find(uid.hash64(), |&s| node_in(chunks, s).uid == uid).copied()
+    }
+
+    /// The number of nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Every node, in slot order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Node> {
+        self.chunks.iter().flat_map(|c| c.iter()).flatten()
+    }
+
     pub(crate) fn get(&self, uid: Uid) -> Option<&Node> {
-        self.nodes.find(uid.hash64(), |n| n.uid == uid)
+        self.find(uid).map(|s| node_in(&self.chunks, s))
     }
 
     pub(crate) fn get_mut(&mut self, uid: Uid) -> Option<&mut Node> {
-        self.nodes.find_mut(uid.hash64(), |n| n.uid == uid)
+        let slot = self.find(uid)?;
+        slot_mut(&mut self.chunks, slot).as_mut()
     }
 
     /// Inserts or replaces the node with `node.uid`.
     pub(crate) fn insert(&mut self, node: Node) -> &mut Node {
         let uid = node.uid;
-        match self.nodes.find_entry(uid.hash64(), |n| n.uid == uid) {
-            Ok(mut e) => {
-                *e.get_mut() = node;
-                e.into_mut()
+        let slot = match self.find(uid) {
+            Some(slot) => slot,
+            None => {
+                let slot = self.free.pop().unwrap_or_else(|| {
+                    let slot = self.used;
+                    self.used += 1;
+                    if slot as usize / SLAB_CHUNK == self.chunks.len() {
+                        self.chunks.push((0..SLAB_CHUNK).map(|_| None).collect());
+                    }
+                    slot
+                });
+                let chunks = &self.chunks;
+                // The new slot is still empty: hash its node's UID from `node` itself.
+                self.index.insert_unique(uid.hash64(), slot, |&s| {
+                    slot_of(chunks, s).as_ref().map_or(uid.hash64(), |n| n.uid.hash64())
+                });
+                slot
             }
-            Err(absent) => {
-                let table = absent.into_table();
-                table.insert_unique(uid.hash64(), node, |n| n.uid.hash64()).into_mut()
-            }
-        }
+        };
+        slot_mut(&mut self.chunks, slot).insert(node)
     }
 
     pub(crate) fn remove(&mut self, uid: Uid) -> Option<Node> {
-        self.nodes.find_entry(uid.hash64(), |n| n.uid == uid).ok().map(|e| e.remove().0)
+        let chunks = &self.chunks;
+        let entry = self.index.find_entry(uid.hash64(), |&s| node_in(chunks, s).uid == uid).ok()?;
+        let slot = entry.remove().0;
+        self.free.push(slot);
+        slot_mut(&mut self.chunks, slot).take()
     }
 }
 
@@ -209,7 +268,7 @@ impl Graph {
     /// The number of nodes (observed and virtual). Sums the shards one at a time, so under
     /// concurrent ingestion it is a close estimate, not a snapshot.
     pub fn len(&self) -> usize {
-        (0..self.shards.len()).map(|s| self.read_shard(s).nodes.len()).sum()
+        (0..self.shards.len()).map(|s| self.read_shard(s).len()).sum()
     }
 
     /// Whether the graph has no nodes.
@@ -292,7 +351,7 @@ impl Graph {
     pub fn for_each_node(&self, mut f: impl FnMut(&NodeView, &[DependentView])) {
         for s in 0..self.shards.len() {
             let shard = self.read_shard(s);
-            for n in shard.nodes.iter() {
+            for n in shard.iter() {
                 let view = NodeView {
                     identity: n.identity(),
                     incarnation: n.incarnation,
@@ -327,7 +386,7 @@ impl Graph {
         let mut entries = Vec::new();
         for s in 0..self.shards.len() {
             let shard = self.read_shard(s);
-            for n in shard.nodes.iter() {
+            for n in shard.iter() {
                 for d in n.dependents.iter() {
                     entries.push((n.uid, d.clone()));
                 }
