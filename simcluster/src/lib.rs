@@ -14,7 +14,8 @@
 //!   clients need to reach it.
 //! - [`store`] holds the objects and the write semantics; `http` (private) the URL layout
 //!   and content negotiation; [`patch`] the patch types; [`resources`] what is served;
-//!   [`preload`] puts WORKLOAD.md's objects into a store without HTTP.
+//!   [`preload`] puts WORKLOAD.md's objects into a store without HTTP; [`demo`] runs kube-gc
+//!   against a preloaded simcluster (`kube-gc-simcluster demo`).
 //!
 //! # Examples
 //!
@@ -32,6 +33,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod demo;
 pub mod error;
 mod http;
 pub mod patch;

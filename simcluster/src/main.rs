@@ -4,6 +4,9 @@
 //! kube-gc-simcluster --kubeconfig-out /tmp/sim.kubeconfig --preload 1000000
 //! KUBECONFIG=/tmp/sim.kubeconfig kube-gc
 //! ```
+//!
+//! `kube-gc-simcluster demo [--objects N] …` runs kube-gc against a preloaded simcluster in one
+//! process instead (see `kube_gc_simcluster::demo`).
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
@@ -11,15 +14,23 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use kube_gc_simcluster::demo::{self, DemoArgs};
 use kube_gc_simcluster::preload::{Preload, Shape, preload};
 use kube_gc_simcluster::{Config, ResourceDef, SimCluster, Store, StoreConfig, resources};
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
+
+// As kube-gc's binary: the demo's memory figures are those of the allocator kube-gc ships with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// An in-process Kubernetes API server emulator for kube-gc's tests and demo (plain HTTP on
 /// loopback; no TLS, no real authentication, no garbage collection of its own).
 #[derive(Parser, Debug)]
-#[command(name = "kube-gc-simcluster", version, about)]
+#[command(name = "kube-gc-simcluster", version, about, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Address to listen on (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
@@ -62,13 +73,44 @@ struct Args {
     bookmark_interval: u64,
 }
 
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Preload a simcluster (default 1,000,000 objects), run kube-gc against it over HTTP in this
+    /// process, show its warm-up, collect the garbage, delete sample Deployments with each
+    /// propagation policy, and print a summary table (exit status 1 if any check failed).
+    Demo(DemoArgs),
+}
+
 fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    // The demo draws progress bars: only warnings (RUST_LOG overrides) may interleave.
+    let (default_filter, writer) = match args.command {
+        Some(_) => ("warn", BoxMakeWriter::new(std::io::stderr)),
+        None => ("info", BoxMakeWriter::new(std::io::stdout)),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
         )
+        .with_writer(writer)
         .init();
-    let args = Args::parse();
+    if let Some(Command::Demo(demo_args)) = &args.command {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let report = match runtime.block_on(demo::run(demo_args, demo::Progress::Stderr)) {
+            Ok(report) => report,
+            Err(e) => {
+                eprintln!("kube-gc-simcluster demo: {e:#}");
+                std::process::exit(2);
+            }
+        };
+        print!("{}", report.table());
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        if !report.ok() {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     let mut defs = if args.no_builtin { Vec::new() } else { resources::builtin() };
     for spec in &args.resources {
         defs.push(ResourceDef::parse(spec)?);
