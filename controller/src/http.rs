@@ -114,7 +114,11 @@ async fn graph(State(s): State<DebugState>, RawQuery(query): RawQuery) -> axum::
         if uids.is_empty() {
             kube_gc_engine::dot::to_dot(&graph)
         } else {
-            let uids: Vec<Uid> = uids.iter().map(|u| Uid::parse(u)).collect();
+            // Never intern what a client sends: an unknown non-UUID UID names no node.
+            let uids: Vec<Uid> = uids.iter().filter_map(|u| Uid::lookup(u)).collect();
+            if uids.is_empty() {
+                return kube_gc_engine::dot::to_dot_for_uids(&graph, &[]);
+            }
             kube_gc_engine::dot::to_dot_for_uids(&graph, &uids)
         }
     })

@@ -40,5 +40,11 @@ pub async fn client(flags: &Flags) -> anyhow::Result<kube::Client> {
         }
         None => kube::Config::infer().await?,
     };
+    let mut config = config;
+    // kube-client retries 429/503/504 itself, up to 15 times with backoff: one unavailable
+    // aggregated API group then stalls discovery for minutes. Every caller here retries on
+    // its own terms (the work queues' per-item backoff, the watchers' backoff, the resync
+    // loop), so requests fail fast instead.
+    config.default_retry = false;
     Ok(kube::Client::try_from(config)?)
 }

@@ -177,13 +177,15 @@ impl Controller {
     }
 
     /// Runs discovery once and starts / stops watchers to match (upstream's `Sync` body).
-    pub async fn resync(&mut self) {
+    /// Returns whether discovery answered; a watcher added puts the collector back in warm-up
+    /// until it has synced.
+    pub async fn resync(&mut self) -> bool {
         let found = match discovery::discover(&self.client, &self.ignored).await {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(error = %e, "failed to discover preferred resources");
                 self.metrics.resources_sync_errors.inc();
-                return;
+                return false;
             }
         };
         if !found.failed.is_empty() {
@@ -192,13 +194,17 @@ impl Controller {
         if found.deletable.is_empty() {
             tracing::debug!("no resources reported by discovery, skipping garbage collector sync");
             self.metrics.resources_sync_errors.inc();
-            return;
+            return false;
         }
         self.cluster.set_mapper(found.mapper.clone());
-        self.sync_watchers(&found);
+        if self.sync_watchers(&found) {
+            self.collector.begin_warm_up();
+        }
+        true
     }
 
-    fn sync_watchers(&mut self, found: &Discovered) {
+    /// Returns whether a watcher was started.
+    fn sync_watchers(&mut self, found: &Discovered) -> bool {
         let failed = found.failed_group_versions();
         let mut wanted = found.deletable.clone();
         // A group that failed discovery keeps the watchers it had (client-go's
@@ -242,6 +248,7 @@ impl Controller {
         if !added.is_empty() || !removed.is_empty() {
             tracing::info!(?added, ?removed, "synced monitors");
         }
+        !added.is_empty()
     }
 
     /// Whether every watcher has delivered its initial list.
@@ -288,7 +295,15 @@ impl Controller {
     /// timeout), collect, and re-discover every resync period, until `shutdown` resolves.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let started = Instant::now();
-        self.resync().await;
+        let mut shutdown = std::pin::pin!(shutdown);
+        // Nothing can be watched before discovery answers once: retry it (the API server may
+        // not be up yet) rather than wait for the sync of an empty set of watchers.
+        while !self.resync().await {
+            tokio::select! {
+                _ = &mut shutdown => return self.shut_down(),
+                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+            }
+        }
         if self.flags.early_collection {
             tracing::info!("early collection: collecting proven garbage while warming up");
             self.start_delete_workers();
@@ -298,22 +313,23 @@ impl Controller {
                 seconds = started.elapsed().as_secs_f64(),
                 "Garbage collector: all resource monitors have synced"
             );
+            self.collector.finish_warm_up();
         } else {
+            // Divergence from upstream (>= v1.32 proceeds with every decision, blockOwnerDeletion
+            // best effort): kube-gc proceeds, but until every watcher has synced it carries out
+            // only deletions live reads prove; orphaning and foreground finalizer removal wait.
             let unsynced = self.sync.unsynced(self.watchers.keys());
             tracing::warn!(
                 ?unsynced,
-                "Garbage collector: not all resource monitors could be synced, proceeding anyways"
+                "Garbage collector: not all resource monitors could be synced, proceeding anyways (decisions that need the full graph wait for sync)"
             );
         }
         self.ready.store(true, Ordering::Release);
         tracing::info!("Proceeding to collect garbage");
-        if self.flags.early_collection {
-            self.collector.finish_warm_up();
-        } else {
+        if !self.flags.early_collection {
             self.start_delete_workers();
         }
         self.start_orphan_workers();
-        let mut shutdown = std::pin::pin!(shutdown);
         let mut tick = tokio::time::interval(self.flags.resync_period);
         tick.tick().await;
         loop {
@@ -330,10 +346,16 @@ impl Controller {
                     if !self.wait_for_sync(self.flags.resync_period).await {
                         tracing::warn!("timed out waiting for dependency graph builder sync during GC sync");
                         self.metrics.resources_sync_errors.inc();
+                    } else {
+                        self.collector.finish_warm_up();
                     }
                 }
             }
         }
+        self.shut_down();
+    }
+
+    fn shut_down(mut self) {
         tracing::info!("Shutting down controller");
         self.collector.attempt_to_delete_queue().shut_down();
         self.collector.attempt_to_orphan_queue().shut_down();

@@ -56,6 +56,18 @@ impl Uid {
         }
     }
 
+    /// The UID `text` would parse to, without interning anything: `None` for a non-UUID
+    /// string never interned, which therefore names no object in the graph. For lookups from
+    /// untrusted input (the debug endpoint), which must not grow the interner.
+    pub fn lookup(text: &str) -> Option<Uid> {
+        match parse_canonical_uuid(text) {
+            Some((hi, lo)) if !is_reserved(hi, lo) => Some(Uid { hi, lo }),
+            _ => uid_interner()
+                .find(text)
+                .map(|id| Uid { hi: INTERNED_HI, lo: INTERNED_LO_TAG | u64::from(id) }),
+        }
+    }
+
     /// Builds a UID from a 128-bit UUID value. A value in the reserved interned range is
     /// interned through its canonical text, exactly as [`Uid::parse`] would.
     pub fn from_u128(value: u128) -> Uid {
@@ -208,6 +220,10 @@ impl Interner {
         let leaked = self.resolve(id);
         local.with(|l| l.borrow_mut().insert(leaked, id));
         id
+    }
+
+    fn find(&self, text: &str) -> Option<u32> {
+        self.inner.read().ids.get(text).copied()
     }
 
     fn intern(&self, text: &str) -> u32 {
@@ -465,6 +481,17 @@ mod tests {
         }
         // Upper and lower case are different UIDs.
         assert_ne!(Uid::parse(cases[3]), Uid::parse("910a2dec-8902-4cc1-beeb-8da1658eec67"));
+    }
+
+    #[test]
+    fn lookup_never_interns() {
+        let unseen = "never-seen-uid-for-lookup";
+        assert_eq!(Uid::lookup(unseen), None);
+        assert_eq!(Uid::lookup(unseen), None, "a lookup must not intern");
+        let seen = Uid::parse("seen-uid-for-lookup");
+        assert_eq!(Uid::lookup("seen-uid-for-lookup"), Some(seen));
+        let uuid = "910a2dec-8902-4cc1-beeb-8da1658eec67";
+        assert_eq!(Uid::lookup(uuid), Some(Uid::parse(uuid)));
     }
 
     #[test]

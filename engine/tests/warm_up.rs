@@ -404,3 +404,26 @@ fn likely_garbage_is_processed_before_re_checks() {
         assert_eq!(got, want, "garbage_first={garbage_first}");
     }
 }
+
+/// While some watcher has not synced (begin_warm_up), orphaning waits: the graph may not know
+/// every dependent yet. Once synced, the deferred owner is orphaned.
+#[test]
+fn orphaning_waits_until_synced() {
+    let mut owner = rs();
+    owner.deletion_timestamp = true;
+    owner.finalizers = vec!["orphan".into()];
+    let mut env =
+        Env::new(cluster_with(&[(pods(), pod(1)), (replicasets(), owner.clone())]), skip());
+    env.collector.begin_warm_up();
+    env.observe(EventType::Add, pod_type(), pod(1));
+    env.observe(EventType::Add, rs_type(), owner);
+    let queue = env.collector.attempt_to_orphan_queue().clone();
+    assert_eq!(queue.len(), 1);
+    block_on(env.collector.process_attempt_to_orphan_worker());
+    assert!(queue.is_empty(), "deferred, not requeued");
+    assert_eq!(env.cluster.object(&pods(), "ns1", "web-1").unwrap().owner_references.len(), 1);
+    env.collector.finish_warm_up();
+    assert_eq!(queue.len(), 1, "queued again once synced");
+    block_on(env.collector.process_attempt_to_orphan_worker());
+    assert!(env.cluster.object(&pods(), "ns1", "web-1").unwrap().owner_references.is_empty());
+}

@@ -15,6 +15,15 @@ use crate::ingest::rules::FINALIZER_ORPHAN;
 impl<C: Cluster> Collector<C> {
     /// The body of an attemptToOrphan worker for one item.
     pub async fn attempt_to_orphan_worker(&self, key: NodeKey) -> Outcome {
+        if self.is_warming_up() {
+            // Orphaning patches the dependents the graph knows: wait until it knows them all.
+            self.deferred_orphans.lock().push(key);
+            self.stats.deferred_until_synced.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if !self.is_warming_up() {
+                self.finish_warm_up();
+            }
+            return Outcome::Forget;
+        }
         // The owner as the graph knows it; a node gone from the graph has nothing to orphan.
         let Some(owner) = self.graph.node(key.uid) else { return Outcome::Forget };
         let dependents: Vec<ObjectReference> = self

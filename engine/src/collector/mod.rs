@@ -225,6 +225,7 @@ pub struct Collector<C> {
     reasons: Mutex<HashMap<NodeKey, u8>>,
     warming_up: AtomicBool,
     deferred: Mutex<Vec<NodeKey>>,
+    deferred_orphans: Mutex<Vec<NodeKey>>,
     /// Owner GETs in flight, shared by workers asking for the same owner at once.
     inflight: Mutex<HashMap<(String, String, String), SharedLookup>>,
     stats: CollectorStats,
@@ -261,6 +262,7 @@ impl<C: Cluster> Collector<C> {
             reasons: Mutex::default(),
             warming_up: AtomicBool::new(false),
             deferred: Mutex::default(),
+            deferred_orphans: Mutex::default(),
             inflight: Mutex::default(),
             stats: CollectorStats::default(),
         }
@@ -291,6 +293,15 @@ impl<C: Cluster> Collector<C> {
         self.warming_up.load(Ordering::Acquire)
     }
 
+    /// Enters warm-up: some watcher has not delivered its initial list, so the graph's
+    /// dependents sets may be incomplete. Until [`finish_warm_up`](Self::finish_warm_up), only
+    /// deletions that live reads prove are carried out; orphaning, removing a
+    /// `foregroundDeletion` finalizer and any other decision that reads the dependents set is
+    /// deferred.
+    pub fn begin_warm_up(&self) {
+        self.warming_up.store(true, Ordering::Release);
+    }
+
     /// Ends warm-up: every watcher has synced and the graph is complete, so every decision is
     /// allowed again; items deferred meanwhile are queued again.
     pub fn finish_warm_up(&self) {
@@ -298,6 +309,10 @@ impl<C: Cluster> Collector<C> {
         let deferred = std::mem::take(&mut *self.deferred.lock());
         for key in deferred {
             self.enqueue_delete(key, REASON_OTHER, false);
+        }
+        let deferred = std::mem::take(&mut *self.deferred_orphans.lock());
+        for key in deferred {
+            self.attempt_to_orphan.add(key);
         }
     }
 
