@@ -139,7 +139,10 @@ impl Ingester {
     fn ingest_batch(&self, events: &[Event]) -> IngestOutput {
         let graph = &*self.graph;
         let shards = graph.shard_count();
-        let threads = if events.len() < SMALL_BATCH { 1 } else { self.threads };
+        // Under loom every batch uses every thread: the models' batches are small, and the
+        // hand-off between threads is what they check.
+        let small = !cfg!(kube_gc_loom) && events.len() < SMALL_BATCH;
+        let threads = if small { 1 } else { self.threads };
         let mut out = IngestOutput::default();
 
         // Phase 0: parse and bucket by shard, each thread a contiguous chunk of the batch, so
