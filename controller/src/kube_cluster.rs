@@ -78,22 +78,27 @@ impl KubeCluster {
     }
 
     fn api(&self, resource: &Resource, namespace: &str) -> Api<DynamicObject> {
-        let ar = ApiResource {
-            group: resource.group.clone(),
-            version: resource.version.clone(),
-            api_version: if resource.group.is_empty() {
-                resource.version.clone()
-            } else {
-                format!("{}/{}", resource.group, resource.version)
-            },
-            kind: resource.kind.clone(),
-            plural: resource.resource.clone(),
-        };
+        let ar = api_resource(resource);
         if resource.namespaced && !namespace.is_empty() {
             Api::namespaced_with(self.client.clone(), namespace, &ar)
         } else {
             Api::all_with(self.client.clone(), &ar)
         }
+    }
+}
+
+/// kube-rs's description of a discovered resource.
+pub fn api_resource(resource: &Resource) -> ApiResource {
+    ApiResource {
+        group: resource.group.clone(),
+        version: resource.version.clone(),
+        api_version: if resource.group.is_empty() {
+            resource.version.clone()
+        } else {
+            format!("{}/{}", resource.group, resource.version)
+        },
+        kind: resource.kind.clone(),
+        plural: resource.resource.clone(),
     }
 }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent, watcher};
@@ -183,17 +183,7 @@ pub async fn run_watcher(
     metrics: Arc<crate::metrics::Metrics>,
 ) {
     let key = crate::discovery::resource_key(&resource);
-    let ar = ApiResource {
-        group: resource.group.clone(),
-        version: resource.version.clone(),
-        api_version: if resource.group.is_empty() {
-            resource.version.clone()
-        } else {
-            format!("{}/{}", resource.group, resource.version)
-        },
-        kind: resource.kind.clone(),
-        plural: resource.resource.clone(),
-    };
+    let ar = crate::kube_cluster::api_resource(&resource);
     // Metadata-only: lists and watches ask for PartialObjectMetadata.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &ar);
     // client-go's page size for informer lists.

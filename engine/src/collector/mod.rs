@@ -410,29 +410,32 @@ impl<C: Cluster> Collector<C> {
     /// Kubernetes' `HandleCrash` habit keeps one bad item from stopping the worker.
     pub async fn process_attempt_to_delete_worker(&self) -> bool {
         let Some(key) = self.attempt_to_delete.get_async().await else { return false };
-        let outcome = AssertUnwindSafe(self.attempt_to_delete_worker(key))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| {
-                tracing::error!(item = ?key, panic = panic_message(&panic), "attemptToDelete panicked");
-                Outcome::Requeue
-            });
-        self.finish(&self.attempt_to_delete, key, outcome);
+        let outcome =
+            self.catching_panics("attemptToDelete", key, self.attempt_to_delete_worker(key));
+        self.finish(&self.attempt_to_delete, key, outcome.await);
         true
     }
 
     /// One iteration of an attemptToOrphan worker (upstream's `processAttemptToOrphanWorker`).
     pub async fn process_attempt_to_orphan_worker(&self) -> bool {
         let Some(key) = self.attempt_to_orphan.get_async().await else { return false };
-        let outcome = AssertUnwindSafe(self.attempt_to_orphan_worker(key))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|panic| {
-                tracing::error!(item = ?key, panic = panic_message(&panic), "attemptToOrphan panicked");
-                Outcome::Requeue
-            });
-        self.finish(&self.attempt_to_orphan, key, outcome);
+        let outcome =
+            self.catching_panics("attemptToOrphan", key, self.attempt_to_orphan_worker(key));
+        self.finish(&self.attempt_to_orphan, key, outcome.await);
         true
+    }
+
+    /// Runs one item's processing; a panic is logged and becomes a requeue.
+    async fn catching_panics(
+        &self,
+        queue: &str,
+        key: NodeKey,
+        work: impl std::future::Future<Output = Outcome>,
+    ) -> Outcome {
+        AssertUnwindSafe(work).catch_unwind().await.unwrap_or_else(|panic| {
+            tracing::error!(item = ?key, panic = panic_message(&panic), "{queue} panicked");
+            Outcome::Requeue
+        })
     }
 
     fn finish(&self, queue: &WorkQueue<NodeKey>, key: NodeKey, outcome: Outcome) {
