@@ -66,41 +66,12 @@ async fn metrics(State(s): State<DebugState>) -> impl IntoResponse {
     )
 }
 
-/// Decodes `uid=` values of a query string (percent-encoded; `+` is a space).
+/// Decodes `uid=` values of a query string (`application/x-www-form-urlencoded`).
 fn query_uids(query: &str) -> Vec<String> {
-    query
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, _)| *k == "uid")
-        .map(|(_, v)| percent_decode(v))
+    form_urlencoded::parse(query.as_bytes())
+        .filter(|(k, _)| k == "uid")
+        .map(|(_, v)| v.into_owned())
         .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-                    .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
-                match hex {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn graph(State(s): State<DebugState>, RawQuery(query): RawQuery) -> axum::response::Response {

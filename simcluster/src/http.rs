@@ -235,38 +235,7 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
 }
 
 fn url_decode_pairs(q: &str) -> HashMap<String, String> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-/// `application/x-www-form-urlencoded` decoding (`+` is a space).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    form_urlencoded::parse(q.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
 }
 
 fn not_found_path() -> Error {
@@ -668,10 +637,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percent_decode_should_decode_form_encoding() {
-        assert_eq!(percent_decode("a%3Db+c"), "a=b c");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
+    fn query_pairs_should_decode_form_encoding() {
+        let decoded = url_decode_pairs("x=a%3Db+c&y=100%&z=%zz");
+        assert_eq!(decoded["x"], "a=b c");
+        assert_eq!(decoded["y"], "100%");
+        assert_eq!(decoded["z"], "%zz");
     }
 
     #[test]
