@@ -470,6 +470,8 @@ fn merge_owner_references(
     if replace {
         merged = upserts.into_iter().map(without_nulls).collect();
     } else {
+        let patch_order: Vec<String> =
+            upserts.iter().map(|e| merge_key(e).map(str::to_owned)).collect::<Result<_, _>>()?;
         for element in upserts {
             let uid = merge_key(&element)?.to_owned();
             match merged.iter_mut().find(|r| r.get("uid").and_then(Value::as_str) == Some(&uid)) {
@@ -485,8 +487,45 @@ fn merge_owner_references(
                 None => merged.push(without_nulls(element)),
             }
         }
+        merged = apiserver_order(merged, &patch_order, original);
     }
     merged.into_iter().map(|m| owner_reference_from_json(&Value::Object(m))).collect()
+}
+
+/// Orders a list merged by UID as the API server's strategic merge does (strategicpatch's
+/// `normalizeElementOrder` + `mergeSortedSlice`, without `$setElementOrder`): the patch's items
+/// in the patch's order, the others in the object's order, interleaved by the object's order
+/// where both were in the object, a patch item first otherwise, so that new owners come before
+/// the existing ones (simcluster's fidelity suite pins this against a real server).
+fn apiserver_order(
+    merged: Vec<Map<String, Value>>,
+    patch_order: &[String],
+    original: &[OwnerReference],
+) -> Vec<Map<String, Value>> {
+    let uid =
+        |m: &Map<String, Value>| m.get("uid").and_then(Value::as_str).unwrap_or("").to_owned();
+    let in_patch = |k: &str| patch_order.iter().position(|p| p == k);
+    let in_object = |k: &str| original.iter().position(|r| r.uid == k);
+    let (mut from_patch, mut object_only): (Vec<_>, Vec<_>) =
+        merged.into_iter().partition(|m| in_patch(&uid(m)).is_some());
+    from_patch.sort_by_key(|m| in_patch(&uid(m)));
+    object_only.sort_by_key(|m| in_object(&uid(m)));
+    let mut out = Vec::with_capacity(from_patch.len() + object_only.len());
+    let mut left = object_only.into_iter().peekable();
+    let mut right = from_patch.into_iter().peekable();
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => match (in_object(&uid(l)), in_object(&uid(r))) {
+                (Some(li), Some(ri)) => li < ri,
+                _ => false,
+            },
+        };
+        out.extend(if take_left { left.next() } else { right.next() });
+    }
+    out
 }
 
 fn merge_key(element: &Map<String, Value>) -> Result<&str, ClusterError> {
@@ -750,6 +789,22 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn strategic_merge_orders_refs_as_the_api_server_does() {
+        // New references go before the object's own (the real server's order).
+        let mut meta = pod("100", vec![api_ref("1"), api_ref("2")]);
+        let body = json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "3"}]}});
+        apply_strategic_merge(&mut meta, &body).unwrap();
+        let uids: Vec<&str> = meta.owner_references.iter().map(|r| r.uid.as_str()).collect();
+        assert_eq!(uids, ["3", "1", "2"]);
+        // A patch naming every reference orders them as it lists them.
+        let body =
+            json!({"metadata": {"ownerReferences": [{"uid": "2"}, {"uid": "1"}, {"uid": "3"}]}});
+        apply_strategic_merge(&mut meta, &body).unwrap();
+        let uids: Vec<&str> = meta.owner_references.iter().map(|r| r.uid.as_str()).collect();
+        assert_eq!(uids, ["2", "1", "3"]);
     }
 
     #[test]

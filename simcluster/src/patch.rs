@@ -245,6 +245,23 @@ mod tests {
     }
 
     #[test]
+    fn strategic_merge_should_put_new_owner_references_first() {
+        let body = br#"{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"C","name":"c","uid":"o3"}]}}"#;
+        let out = apply(&builtin(), PatchType::Strategic, &pod(), body).unwrap();
+        let uids: Vec<&str> = out["metadata"]["ownerReferences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uid"].as_str().unwrap())
+            .collect();
+        assert_eq!(uids, ["o3", "o1", "o2"]);
+        // A patch naming every reference orders them as it lists them.
+        let body = br#"{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"B","name":"b","uid":"o2"},{"apiVersion":"v1","kind":"A","name":"a","uid":"o1"}]}}"#;
+        let out = apply(&builtin(), PatchType::Strategic, &pod(), body).unwrap();
+        assert_eq!(out["metadata"]["ownerReferences"][0]["uid"], "o2");
+    }
+
+    #[test]
     fn strategic_merge_should_union_finalizers_and_refuse_a_uid_change() {
         let body = br#"{"metadata":{"finalizers":["z"]}}"#;
         let out = apply(&builtin(), PatchType::Strategic, &pod(), body).unwrap();
