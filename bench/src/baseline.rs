@@ -439,7 +439,8 @@ impl GraphBuilder {
         self.stats.load()
     }
 
-    /// The graph in the engine's canonical, comparable form.
+    /// The graph in the engine's canonical, comparable form (upstream's fields only: compare
+    /// it with [`GraphSnapshot::upstream_fields`] of the engine's).
     pub fn snapshot(&self) -> GraphSnapshot {
         let mut snap = GraphSnapshot::default();
         for n in self.uid_to_node.read().expect("lock").values() {
@@ -470,6 +471,8 @@ impl GraphBuilder {
                     deleting_dependents: n.is_deleting_dependents(),
                     owners,
                     dependents,
+                    resource_version: None,
+                    has_gc_finalizers: false,
                 },
             );
         }

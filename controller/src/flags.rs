@@ -120,6 +120,13 @@ pub struct Flags {
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub garbage_first: bool,
 
+    /// Decide on an object from the graph's copy of it (ownerReferences and resourceVersion
+    /// from its last watch event) instead of a GET; the DELETE carries that resourceVersion
+    /// as a precondition, so an object changed since is re-read, never deleted on stale data.
+    /// Owners are still read live. `=false`: upstream's GET of every item.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub read_items_from_graph: bool,
+
     /// Log verbosity, as klog's: 2 logs each decision, 4 monitors and syncs, 5 everything.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,

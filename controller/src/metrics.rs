@@ -210,6 +210,12 @@ pub fn render_collector(
         "Owner GETs answered by a concurrent identical request",
         get(&stats.owner_lookups_shared),
     );
+    one(
+        "kube_gc_item_reads_saved_total",
+        "counter",
+        "Item GETs replaced by the graph's observed copy (--read-items-from-graph)",
+        get(&stats.item_reads_saved),
+    );
     let times = *stats.deletion_times.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((first, last)) = times {
         let since = |t: std::time::Instant| t.saturating_duration_since(started).as_secs_f64();

@@ -125,6 +125,7 @@ impl Controller {
                 skip_observed_verification: flags.skip_observed_verification,
                 early_collection: flags.early_collection,
                 garbage_first: flags.garbage_first,
+                read_items_from_graph: flags.read_items_from_graph,
             }),
         );
         let sync = Arc::new(SyncState::default());

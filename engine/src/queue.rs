@@ -365,8 +365,9 @@ struct State<T> {
     /// The urgent lane (see [`WorkQueue::add_urgent`]); same invariant as `queue`, and no item
     /// is in both.
     urgent: VecDeque<T>,
-    /// Items whose next entry into a lane goes to the urgent one.
-    urgent_marks: HashSet<T>,
+    /// Items whose next entry into a lane goes to the urgent one: to its front if the value
+    /// is true ([`WorkQueue::add_urgent_first`]), else to its back.
+    urgent_marks: HashMap<T, bool>,
     /// Urgent items handed out since the last normal one (fairness, [`URGENT_BURST`]).
     urgent_streak: u32,
     /// Items that need processing: in `queue`, or processing and re-added.
@@ -434,12 +435,13 @@ impl<T> Ord for Delayed<T> {
 pub const URGENT_BURST: u32 = 8;
 
 impl<T: Clone + Eq + Hash> State<T> {
-    /// Puts an item that just became ready into its lane.
+    /// Puts an item that just became ready into its lane (the front of the urgent lane for
+    /// [`WorkQueue::add_urgent_first`]).
     fn push_back(&mut self, item: T) {
-        if self.urgent_marks.remove(&item) {
-            self.urgent.push_back(item);
-        } else {
-            self.queue.push_back(item);
+        match self.urgent_marks.remove(&item) {
+            Some(true) => self.urgent.push_front(item),
+            Some(false) => self.urgent.push_back(item),
+            None => self.queue.push_back(item),
         }
     }
 
@@ -643,7 +645,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
         let state = State {
             queue: VecDeque::new(),
             urgent: VecDeque::new(),
-            urgent_marks: HashSet::new(),
+            urgent_marks: HashMap::new(),
             urgent_streak: 0,
             dirty: HashSet::new(),
             processing: HashSet::new(),
@@ -690,6 +692,20 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
     ///
     /// Not in client-go: kube-gc uses it to process likely garbage before re-checks.
     pub fn add_urgent(&self, item: T) {
+        self.add_urgent_at(item, false);
+    }
+
+    /// Like [`add_urgent`](Self::add_urgent), to the front of the urgent lane: the next item
+    /// handed out (within the same fairness bound). Items added this way come out last in,
+    /// first out, before those added with `add_urgent`.
+    ///
+    /// Not in client-go: kube-gc queues the dependents of an owner just found absent this way,
+    /// so that each verification's garbage is collected before the next verification runs.
+    pub fn add_urgent_first(&self, item: T) {
+        self.add_urgent_at(item, true);
+    }
+
+    fn add_urgent_at(&self, item: T, front: bool) {
         let mut wakeups = Wakeups::new();
         let mut state = self.core.state.lock();
         if state.shutting_down {
@@ -697,7 +713,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
         }
         let waiting_in_a_lane = state.dirty.contains(&item) && !state.processing.contains(&item);
         if !waiting_in_a_lane {
-            state.urgent_marks.insert(item.clone());
+            state.urgent_marks.insert(item.clone(), front);
         }
         self.core.add_locked(&mut state, item, &mut wakeups);
         drop(state);
@@ -1569,6 +1585,20 @@ mod tests {
         assert_eq!(q.pending(), [3, 1, 2]);
         let order: Vec<i32> = (0..3).map(|_| q.get().unwrap()).collect();
         assert_eq!(order, [3, 1, 2]);
+    }
+
+    #[test]
+    fn urgent_first_items_should_go_before_other_urgent_items() {
+        let q = WorkQueue::with_rate_limiter("t", RateLimiterConfig::immediate());
+        q.add(1);
+        q.add_urgent(2);
+        q.add_urgent(3);
+        q.add_urgent_first(4);
+        q.add_urgent_first(5);
+        q.add_urgent_first(2); // already waiting in the urgent lane: stays where it is
+        assert_eq!(q.pending(), [5, 4, 2, 3, 1]);
+        let order: Vec<i32> = (0..5).map(|_| q.get().unwrap()).collect();
+        assert_eq!(order, [5, 4, 2, 3, 1]);
     }
 
     #[test]

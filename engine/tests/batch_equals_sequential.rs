@@ -64,13 +64,21 @@ fn meta() -> impl Strategy<Value = (usize, ObjectMeta)> {
         prop::collection::vec(0..FINALIZERS.len(), 0..3),
         prop::bool::weighted(0.3),
         0..40u8,
+        (0..4u8, any::<u64>()),
     )
-        .prop_map(|(u, ns, other_name, owners, fins, dts, bad)| {
+        .prop_map(|(u, ns, other_name, owners, fins, dts, bad, (rv_kind, rv))| {
+            // The graph keeps a numeric resourceVersion below 2^56; anything else is unknown.
+            let resource_version = match rv_kind {
+                0 => String::new(),
+                1 => "not-a-number".to_owned(),
+                2 => (rv >> 8).to_string(),
+                _ => rv.to_string(),
+            };
             let meta = ObjectMeta {
                 uid: if bad == 0 { String::new() } else { UIDS[u].into() },
                 name: name_of(u, other_name),
                 namespace: NAMESPACES[ns].into(),
-                resource_version: String::new(),
+                resource_version,
                 owner_references: owners,
                 finalizers: fins.into_iter().map(|f| FINALIZERS[f].to_string()).collect(),
                 deletion_timestamp: dts,

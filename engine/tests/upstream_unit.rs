@@ -173,6 +173,8 @@ fn item(identity: &ObjectReference, is_virtual: bool) -> NodeView {
         deleting_dependents: false,
         owners: Vec::new(),
         dependents_len: 0,
+        resource_version: None,
+        has_gc_finalizers: false,
     }
 }
 

@@ -229,6 +229,7 @@ fn early() -> CollectorOptions {
         early_collection: true,
         skip_observed_verification: true,
         garbage_first: true,
+        ..CollectorOptions::default()
     }
 }
 
@@ -384,13 +385,14 @@ fn likely_garbage_is_processed_before_re_checks() {
     let output = IngestOutput {
         enqueued: vec![
             Enqueue::AttemptToDelete(key(1)),
+            Enqueue::VerifyVirtual(key(4)),
             Enqueue::LikelyGarbage(key(2)),
             Enqueue::AttemptToDelete(key(3)),
-            Enqueue::VerifyVirtual(key(4)),
         ],
         ..IngestOutput::default()
     };
-    for (garbage_first, want) in [(false, [1, 2, 3, 4]), (true, [2, 4, 1, 3])] {
+    // Garbage first: found garbage before waiting verifications, both before re-checks.
+    for (garbage_first, want) in [(false, [1, 4, 2, 3]), (true, [2, 4, 1, 3])] {
         let options = CollectorOptions { garbage_first, ..skip() };
         let env = Env::new(cluster_with(&[]), options);
         block_on(env.collector.apply_ingest_output(output.clone()));
@@ -426,4 +428,93 @@ fn orphaning_waits_until_synced() {
     assert_eq!(queue.len(), 1, "queued again once synced");
     block_on(env.collector.process_attempt_to_orphan_worker());
     assert!(env.cluster.object(&pods(), "ns1", "web-1").unwrap().owner_references.is_empty());
+}
+
+fn from_graph() -> CollectorOptions {
+    CollectorOptions { read_items_from_graph: true, ..skip() }
+}
+
+/// The stored object, as an informer would deliver it (with its resourceVersion).
+fn stored(env: &Env<MemoryCluster>, name: &str) -> ObjectMeta {
+    env.cluster.object(&pods(), "ns1", name).expect("stored")
+}
+
+/// Garbage whose owner a live read found absent is deleted from the graph's copy of it: no GET
+/// of the item, and the DELETE carries the observed resourceVersion as its precondition.
+#[test]
+fn read_items_from_graph_deletes_garbage_without_reading_it() {
+    let mut env = Env::new(cluster_with(&[(pods(), pod(1))]), from_graph());
+    let observed = stored(&env, "web-1");
+    env.observe(EventType::Add, pod_type(), observed.clone());
+    env.drain_attempt_to_delete(10);
+    assert!(env.cluster.object(&pods(), "ns1", "web-1").is_none(), "garbage kept");
+    let calls = env.cluster.take_calls();
+    let actions: Vec<_> = calls.iter().map(|c| c.action()).collect();
+    assert_eq!(
+        actions,
+        [
+            "get apps/v1, Resource=replicasets ns=ns1 name=web",
+            "delete /v1, Resource=pods ns=ns1 name=web-1",
+        ]
+    );
+    let options = calls[1].delete_options().expect("a delete");
+    assert_eq!(options.precondition_resource_version, Some(observed.resource_version));
+    assert_eq!(options.precondition_uid, Some(observed.uid));
+    assert_eq!(env.collector.stats().item_reads_saved.load(Ordering::Relaxed), 1);
+}
+
+/// The graph's copy is stale: the object was adopted by a live owner after the informer last
+/// saw it. The DELETE's resourceVersion precondition fails, the object is re-read, kept, and
+/// once the informer catches up only its dangling reference is removed.
+#[test]
+fn read_items_from_graph_never_deletes_an_object_changed_since_observed() {
+    let solid = meta("solid", "00000000-0000-4000-8000-0000000000b0", vec![]);
+    let solid_ref = OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: "solid".into(),
+        uid: solid.uid.clone(),
+        controller: None,
+        block_owner_deletion: None,
+    };
+    let mut env =
+        Env::new(cluster_with(&[(pods(), pod(1)), (replicasets(), solid.clone())]), from_graph());
+    env.observe(EventType::Add, rs_type(), solid);
+    let observed = stored(&env, "web-1");
+    env.observe(EventType::Add, pod_type(), observed.clone());
+    // Adopted behind the informer's back.
+    let adopted = env
+        .cluster
+        .update_object(&pods(), "ns1", "web-1", |m| m.owner_references.push(solid_ref.clone()))
+        .expect("pod exists");
+    env.run_attempt_to_delete(10);
+    assert!(env.cluster.object(&pods(), "ns1", "web-1").is_some(), "adopted object deleted");
+    let actions = env.cluster.take_actions();
+    assert!(actions.iter().any(|a| a == "get /v1, Resource=pods ns=ns1 name=web-1"), "{actions:?}");
+    // The informer delivers the adoption: the dangling reference goes, the object stays.
+    env.observe(EventType::Update, pod_type(), adopted);
+    env.drain_attempt_to_delete(10);
+    let live = env.cluster.object(&pods(), "ns1", "web-1").expect("kept");
+    assert_eq!(live.owner_references, vec![solid_ref]);
+}
+
+/// An object carrying a GC finalizer takes the GET, as upstream: its policy comes from the
+/// live finalizers.
+#[test]
+fn read_items_from_graph_reads_objects_with_gc_finalizers() {
+    let mut orphaning = pod(1);
+    orphaning.finalizers = vec!["orphan".into()];
+    let mut env = Env::new(cluster_with(&[(pods(), orphaning)]), from_graph());
+    let observed = stored(&env, "web-1");
+    env.observe(EventType::Add, pod_type(), observed);
+    env.drain_attempt_to_delete(10);
+    let calls = env.cluster.take_calls();
+    let actions: Vec<_> = calls.iter().map(|c| c.action()).collect();
+    assert!(
+        actions.contains(&"get /v1, Resource=pods ns=ns1 name=web-1".to_owned()),
+        "{actions:?}"
+    );
+    let delete = calls.iter().find_map(|c| c.delete_options()).expect("deleted");
+    assert_eq!(delete.propagation_policy.map(|p| p.as_str()), Some("Orphan"));
+    assert_eq!(env.collector.stats().item_reads_saved.load(Ordering::Relaxed), 0);
 }

@@ -303,3 +303,29 @@ pub(crate) fn urgent_and_normal_adds_never_duplicate_or_lose_an_item() {
         assert_eq!(q.stats().processing, 0);
     });
 }
+
+/// The front of the urgent lane (`add_urgent_first`, garbage found before waiting
+/// verifications) racing with `add_urgent` and a worker's `done`: still exactly one copy of
+/// each item, none lost.
+#[test]
+pub(crate) fn urgent_first_and_urgent_adds_never_duplicate_or_lose_an_item() {
+    model(|| {
+        let q = queue();
+        q.add_urgent(1);
+        let held = q.get().unwrap();
+        let adder = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                q.add_urgent_first(1);
+                q.add_urgent(2);
+            })
+        };
+        q.add_urgent(1);
+        q.done(&held);
+        adder.join().unwrap();
+        let mut pending = q.pending();
+        pending.sort_unstable();
+        assert_eq!(pending, [1, 2], "an item was duplicated or lost in the urgent lane");
+        assert_eq!(q.stats().processing, 0);
+    });
+}

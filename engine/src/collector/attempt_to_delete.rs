@@ -6,6 +6,7 @@
 use super::{Collector, ItemError, Outcome, REASON_OTHER, REASON_VERIFY};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::graph::{NodeKey, NodeView};
+use crate::ingest::ObjectMeta;
 use crate::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use crate::patch;
 
@@ -115,7 +116,11 @@ impl<C: Cluster> Collector<C> {
             tracing::trace!(item = %identity, "processing item returned at once, because its DeletionTimestamp is non-nil");
             return Ok(DeleteItemResult::Kept);
         }
-        let latest = match self.get_object(identity).await? {
+        let read = match self.observed_state(item) {
+            Some(observed) => Ok(observed),
+            None => self.get_object(identity).await?,
+        };
+        let latest = match read {
             Ok(latest) => latest,
             Err(ClusterError::NotFound) => {
                 tracing::trace!(item = %identity, "item not found, generating a virtual delete event");
@@ -227,6 +232,31 @@ impl<C: Cluster> Collector<C> {
             }
             Err(e) => Err(ItemError::cluster(format_args!("cannot delete {identity}"), e)),
         }
+    }
+
+    /// The item as the graph observed it, standing in for upstream's live GET when
+    /// [`CollectorOptions::read_items_from_graph`](super::CollectorOptions) allows (see there
+    /// why that is safe): an observed node, not being deleted, without GC finalizers, whose
+    /// resourceVersion is known.
+    fn observed_state(&self, item: &NodeView) -> Option<ObjectMeta> {
+        if !self.options.read_items_from_graph
+            || item.is_virtual
+            || item.being_deleted
+            || item.has_gc_finalizers
+        {
+            return None;
+        }
+        let resource_version = item.resource_version?;
+        self.stats.item_reads_saved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(ObjectMeta {
+            uid: item.identity.uid.to_string(),
+            name: item.identity.name.clone(),
+            namespace: item.identity.namespace.as_str().to_owned(),
+            resource_version: resource_version.to_string(),
+            owner_references: item.owners.iter().map(patch::owner_ref_to_api).collect(),
+            finalizers: Vec::new(),
+            deletion_timestamp: false,
+        })
     }
 
     /// Upstream's `processDeletingDependentsItem`: an owner deleting its dependents in the

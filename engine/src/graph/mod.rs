@@ -77,6 +77,11 @@ pub struct NodeView {
     pub owners: Vec<OwnerRef>,
     /// How many dependents the node has.
     pub dependents_len: usize,
+    /// The object's `metadata.resourceVersion` as last observed, if known (a decimal below
+    /// 2^56); `None` for virtual nodes.
+    pub resource_version: Option<u64>,
+    /// The last observed object had the `orphan` or `foregroundDeletion` finalizer.
+    pub has_gc_finalizers: bool,
 }
 
 impl NodeView {
@@ -296,6 +301,8 @@ impl Graph {
                 deleting_dependents: n.is_deleting_dependents(),
                 owners,
                 dependents_len: n.dependents.len(),
+                resource_version: n.resource_version(),
+                has_gc_finalizers: n.has_gc_finalizers(),
             });
         }
         self.with_node(uid, |n| NodeView {
@@ -306,6 +313,8 @@ impl Graph {
             deleting_dependents: n.is_deleting_dependents(),
             owners: n.owners.to_vec(),
             dependents_len: n.dependents.len(),
+            resource_version: n.resource_version(),
+            has_gc_finalizers: n.has_gc_finalizers(),
         })
     }
 
@@ -360,6 +369,8 @@ impl Graph {
                     deleting_dependents: n.is_deleting_dependents(),
                     owners: n.owners.to_vec(),
                     dependents_len: n.dependents.len(),
+                    resource_version: n.resource_version(),
+                    has_gc_finalizers: n.has_gc_finalizers(),
                 };
                 let deps: Vec<_> = n
                     .dependents
@@ -430,6 +441,10 @@ pub struct NodeSnapshot {
     pub owners: Vec<OwnerRef>,
     /// Dependents' UIDs, sorted.
     pub dependents: Vec<Uid>,
+    /// The last observed resourceVersion, if known.
+    pub resource_version: Option<u64>,
+    /// The last observed object had a GC finalizer.
+    pub has_gc_finalizers: bool,
 }
 
 impl NodeSnapshot {
@@ -443,6 +458,8 @@ impl NodeSnapshot {
             deleting_dependents: n.deleting_dependents,
             owners: n.owners.clone(),
             dependents,
+            resource_version: n.resource_version,
+            has_gc_finalizers: n.has_gc_finalizers,
         }
     }
 }
@@ -452,6 +469,19 @@ impl NodeSnapshot {
 pub struct GraphSnapshot {
     /// Nodes by UID.
     pub nodes: std::collections::BTreeMap<Uid, NodeSnapshot>,
+}
+
+impl GraphSnapshot {
+    /// The snapshot without what only kube-gc's graph records of an object (its
+    /// resourceVersion and GC finalizers): what upstream's graph holds, for comparing with a
+    /// port of it.
+    pub fn upstream_fields(mut self) -> GraphSnapshot {
+        for n in self.nodes.values_mut() {
+            n.resource_version = None;
+            n.has_gc_finalizers = false;
+        }
+        self
+    }
 }
 
 #[cfg(test)]

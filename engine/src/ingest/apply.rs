@@ -176,6 +176,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                     }
                 }
                 node.owners = ev.owners.iter().map(|r| r.to_owner_ref()).collect();
+                node.set_observed_version(ev.resource_version, ev.state.has_gc_finalizers());
                 shard.insert(node);
             }
             Some(n) => {
@@ -193,6 +194,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 if ev.state.deletion_timestamp {
                     n.mark_being_deleted();
                 }
+                n.set_observed_version(ev.resource_version, ev.state.has_gc_finalizers());
             }
         },
         EventType::Delete => apply_delete(shard, ev, em),

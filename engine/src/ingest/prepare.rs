@@ -20,6 +20,8 @@ pub(crate) struct Prepared<'a> {
     pub(crate) owners: SmallVec<[RefView<'a>; 1]>,
     pub(crate) state: DeletionState,
     pub(crate) old_state: Option<DeletionState>,
+    /// `metadata.resourceVersion` as a number (0 if it is not one).
+    pub(crate) resource_version: u64,
 }
 
 impl<'a> Prepared<'a> {
@@ -76,6 +78,7 @@ impl<'a> Prepared<'a> {
             owners,
             state: DeletionState::of(obj),
             old_state: event.old_object.as_ref().map(DeletionState::of),
+            resource_version: obj.resource_version.parse().unwrap_or(0),
         })
     }
 

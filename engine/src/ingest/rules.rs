@@ -217,6 +217,11 @@ impl DeletionState {
         }
     }
 
+    /// Whether the object has the `orphan` or `foregroundDeletion` finalizer.
+    pub(crate) fn has_gc_finalizers(self) -> bool {
+        self.orphan || self.foreground
+    }
+
     fn has(self, foreground: bool) -> bool {
         if foreground { self.foreground } else { self.orphan }
     }

@@ -30,6 +30,13 @@ struct SeqNode {
     owners: Vec<OwnerRef>,
     /// A set, in insertion order.
     dependents: Vec<Uid>,
+    resource_version: Option<u64>,
+    has_gc_finalizers: bool,
+}
+
+/// The resourceVersion the graph keeps of an event (see `Node::set_observed_version`).
+fn observed_version(ev: &Prepared<'_>) -> Option<u64> {
+    Some(ev.resource_version).filter(|&rv| rv != 0 && rv < 1 << 56)
 }
 
 impl SeqNode {
@@ -92,6 +99,8 @@ impl SequentialGraph {
                 deleting_dependents: n.deleting_dependents,
                 owners: n.owners.clone(),
                 dependents_len: n.dependents.len(),
+                resource_version: n.resource_version,
+                has_gc_finalizers: n.has_gc_finalizers,
             };
             snap.nodes
                 .insert(n.identity.uid, NodeSnapshot::new(&view, n.dependents.iter().copied()));
@@ -172,6 +181,8 @@ impl SequentialGraph {
                     deleting_dependents: ev.state.deletion_timestamp && ev.state.foreground,
                     owners: ev.owners.iter().map(|r| r.to_owner_ref()).collect(),
                     dependents: Vec::new(),
+                    resource_version: observed_version(ev),
+                    has_gc_finalizers: ev.state.has_gc_finalizers(),
                 };
                 self.nodes.insert(uid, node);
                 self.add_dependent_to_owners(uid, &ev.owners, out);
@@ -199,9 +210,12 @@ impl SequentialGraph {
                         }
                     }
                 }
+                let node = self.nodes.get_mut(&uid).expect("present");
                 if ev.state.deletion_timestamp {
-                    self.nodes.get_mut(&uid).expect("present").being_deleted = true;
+                    node.being_deleted = true;
                 }
+                node.resource_version = observed_version(ev);
+                node.has_gc_finalizers = ev.state.has_gc_finalizers();
                 self.process_transitions(ev, out);
             }
             EventType::Delete => self.process_delete(ev, out),
@@ -250,6 +264,8 @@ impl SequentialGraph {
                         deleting_dependents: false,
                         owners: Vec::new(),
                         dependents: Vec::new(),
+                        resource_version: None,
+                        has_gc_finalizers: false,
                     };
                     v.dependents.push(dep);
                     out.enqueued.push(Enqueue::VerifyVirtual(v.key()));
