@@ -46,5 +46,14 @@ pub async fn client(flags: &Flags) -> anyhow::Result<kube::Client> {
     // its own terms (the work queues' per-item backoff, the watchers' backoff, the resync
     // loop), so requests fail fast instead.
     config.default_retry = false;
+    // kube-rs sends no User-Agent; name the collector, as kube-controller-manager's
+    // `…/generic-garbage-collector` does, so API server audit logs (and simcluster's
+    // wrongful-deletion oracle) can tell its writes apart.
+    config
+        .headers
+        .push((axum::http::header::USER_AGENT, axum::http::HeaderValue::from_static(USER_AGENT)));
     Ok(kube::Client::try_from(config)?)
 }
+
+/// The `User-Agent` of [`client`]'s requests: `kube-gc/<version>`.
+pub const USER_AGENT: &str = concat!("kube-gc/", env!("CARGO_PKG_VERSION"));

@@ -6,7 +6,6 @@
 //! collection).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,9 +20,13 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::{Error, Result};
+use crate::faults::{FaultInjector, FaultKind, RequestClass, WatchFault};
 use crate::patch::PatchType;
 use crate::resources::ResourceDef;
-use crate::store::{Change, DeleteOptions, ListOptions, Resolved, Selector, Store, WatchFrom};
+use crate::store::{
+    Change, DeleteOptions, ListOptions, Resolved, Selector, Store, WatchFrom, parse_stored,
+};
+use crate::table;
 
 /// The `Accept` parameter that asks for the metadata-only representation (kube-rs sends
 /// `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` for get, patch and watch,
@@ -40,6 +43,8 @@ const MAX_BODY: usize = 3 * 1024 * 1024;
 #[derive(Clone, Debug)]
 pub(crate) struct App {
     pub(crate) store: Arc<Store>,
+    /// The faults to inject (none by default).
+    pub(crate) faults: Arc<FaultInjector>,
     /// `Authorization: Bearer <token>` required when set.
     pub(crate) token: Option<String>,
     /// How often a watch that allows bookmarks gets one.
@@ -53,7 +58,10 @@ pub(crate) fn router(app: App) -> Router {
 }
 
 async fn handle(State(app): State<App>, req: Request) -> Response {
-    match serve(&app, req).await {
+    // The audit's actor: the User-Agent (empty if none).
+    let agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let actor: Arc<str> = Arc::from(agent.unwrap_or_default());
+    match crate::audit::scope(actor, serve(&app, req)).await {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
     }
@@ -94,6 +102,7 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
     let get = method == Method::GET;
     match segs.as_slice() {
         ["version"] if get => return Ok(ok_json(&version())),
+        ["openapi", "v2"] if get => return Ok(openapi_v2(&parts.headers)),
         ["healthz" | "readyz" | "livez"] if get => {
             return Ok((StatusCode::OK, "ok").into_response());
         }
@@ -156,18 +165,33 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains(PARTIAL_METADATA));
+    // kubectl get: `as=Table` (answered for get and list; watches answer objects).
+    let table = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(table::wanted)
+        .then(|| table::Include::from_query(query.get("includeObject").map(String::as_str)));
     if query.get("dryRun").is_some_and(|d| !d.is_empty()) {
         return Err(Error::BadRequest("dryRun is not supported by simcluster".into()));
     }
+    let watch_fault = match inject_faults(app, &r, &target, &method, watch_path, &query).await {
+        Ok(watch_fault) => watch_fault,
+        Err(rejected) => return Ok(rejected),
+    };
     match target {
         Target::Collection { namespace } => {
             if namespace.is_some() && !r.def.namespaced {
                 return Err(not_found_path());
             }
-            let watch =
-                watch_path || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+            let watch = watch_path || query_flag(&query, "watch");
             match method {
-                Method::GET if watch => watch_response(app, &r, namespace, &query, meta_only),
+                Method::GET if watch => {
+                    watch_response(app, &r, namespace, &query, meta_only, watch_fault)
+                }
+                Method::GET if table.is_some() => {
+                    table_list_response(store, &r, namespace, &query, table)
+                }
                 Method::GET => list_response(store, &r, namespace, &query, meta_only),
                 Method::POST => {
                     let body = read_json(body).await?;
@@ -202,6 +226,12 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
             }
             let ns = namespace.as_deref();
             match method {
+                Method::GET if table.is_some() => {
+                    let obj =
+                        crate::store::with_type(&r.def, parse_stored(&store.get(&r, ns, &name)?)?);
+                    let include = table.unwrap_or(table::Include::Metadata);
+                    Ok(ok_json(&table::render(&[obj], json!({}), include)))
+                }
                 Method::GET => {
                     let bytes = store.get(&r, ns, &name)?;
                     Ok(json_response(StatusCode::OK, render_stored(&r.def, &bytes, meta_only)))
@@ -225,7 +255,17 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
                 Method::DELETE => {
                     let opts = delete_options(body, &query).await?;
                     let (obj, gone) = store.delete(&r, ns, &name, &opts)?;
-                    let code = if gone { StatusCode::OK } else { StatusCode::ACCEPTED };
+                    if gone {
+                        // The registry store's finalizeDelete: a `Status` naming what went.
+                        return Ok(ok_json(&deleted_status(&r.def, &obj)));
+                    }
+                    // Kept (finalizers pending): 200, or 202 when the client asked for
+                    // `orphanDependents: false` (the apiserver's delete handler; fidelity.rs).
+                    let code = if opts.orphan_dependents == Some(false) {
+                        StatusCode::ACCEPTED
+                    } else {
+                        StatusCode::OK
+                    };
                     Ok(object_response(code, &obj, meta_only))
                 }
                 _ => Err(method_not_allowed(&method)),
@@ -234,8 +274,78 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
     }
 }
 
+/// Plans the faults of a request on a served resource (see [`crate::faults`]) and waits its
+/// latency; `Err`: the response to answer instead.
+async fn inject_faults(
+    app: &App,
+    r: &Resolved,
+    target: &Target,
+    method: &Method,
+    watch_path: bool,
+    query: &HashMap<String, String>,
+) -> Result<Option<WatchFault>, Response> {
+    let has = |k: &str| query.get(k).is_some_and(|v| !v.is_empty());
+    let (class, name) = match target {
+        Target::Collection { .. } => {
+            let watch =
+                watch_path || matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+            let class = match *method {
+                Method::GET if watch => RequestClass::Watch {
+                    from_version: has("resourceVersion")
+                        && query.get("resourceVersion").is_some_and(|v| v != "0"),
+                },
+                Method::GET => RequestClass::List { continued: has("continue") },
+                _ => RequestClass::Write,
+            };
+            (class, "")
+        }
+        Target::Object { name, .. } => {
+            let class = match *method {
+                Method::PUT | Method::PATCH | Method::DELETE => RequestClass::ObjectWrite,
+                _ => RequestClass::Read,
+            };
+            (class, name.as_str())
+        }
+    };
+    let plan = app.faults.plan(class, &r.def.group_resource(), name);
+    if let Some(latency) = plan.latency {
+        tokio::time::sleep(latency).await;
+    }
+    match plan.reject {
+        Some(rejected) => Err(rejected),
+        None => Ok(plan.watch),
+    }
+}
+
+/// What the apiserver answers for a delete that removed the object at once: `Status` Success
+/// with the object's name, group, resource (in `kind`, as upstream does) and uid.
+fn deleted_status(def: &ResourceDef, obj: &Value) -> Value {
+    let meta = &obj["metadata"];
+    let mut details = json!({"name": meta["name"], "kind": def.plural, "uid": meta["uid"]});
+    if !def.group.is_empty() {
+        details["group"] = def.group.clone().into();
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
 fn url_decode_pairs(q: &str) -> HashMap<String, String> {
     form_urlencoded::parse(q.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
+}
+
+/// A boolean query parameter as the apiserver reads it (Go's `strconv.ParseBool`: Python's
+/// client sends `watch=True`).
+fn parse_bool(value: &str) -> bool {
+    matches!(value, "1" | "t" | "T" | "true" | "TRUE" | "True")
+}
+
+fn query_flag(query: &HashMap<String, String>, key: &str) -> bool {
+    query.get(key).is_some_and(|v| parse_bool(v))
 }
 
 fn not_found_path() -> Error {
@@ -271,7 +381,7 @@ async fn delete_options(body: Body, query: &HashMap<String, String>) -> Result<D
         opts.propagation_policy = Some(p.clone());
     }
     if let Some(o) = query.get("orphanDependents") {
-        opts.orphan_dependents = Some(o == "true");
+        opts.orphan_dependents = Some(parse_bool(o));
     }
     if !opts.dry_run.is_empty() {
         return Err(Error::BadRequest("dryRun is not supported by simcluster".into()));
@@ -354,6 +464,47 @@ fn render_value(obj: &Value, meta_only: bool) -> Value {
 
 fn object_response(code: StatusCode, obj: &Value, meta_only: bool) -> Response {
     json_response(code, render_value(obj, meta_only).to_string().into_bytes())
+}
+
+/// A list as a `Table` (see [`table`]).
+fn table_list_response(
+    store: &Store,
+    r: &Resolved,
+    namespace: Option<String>,
+    query: &HashMap<String, String>,
+    include: Option<table::Include>,
+) -> Result<Response> {
+    let page = store.list(r, &list_options(namespace, query)?)?;
+    let mut meta = json!({"resourceVersion": page.resource_version.to_string()});
+    if let Some(c) = &page.continue_token {
+        meta["continue"] = c.clone().into();
+    }
+    let objects = page
+        .items
+        .iter()
+        .map(|b| Ok(crate::store::with_type(&r.def, parse_stored(b)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ok_json(&table::render(&objects, meta, include.unwrap_or(table::Include::Metadata))))
+}
+
+/// `/openapi/v2`: an empty document, no schemas (simcluster validates no fields). kubectl asks
+/// for it (as protobuf) to validate what `kubectl create -f` sends, and skips client-side
+/// validation of kinds the document lacks; an empty protobuf message is a valid empty
+/// `openapi_v2.Document`.
+fn openapi_v2(headers: &HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if accept.contains("protobuf") {
+        // The real server's Content-Type for it (the `@` of the requested one is no valid MIME).
+        let content_type = "application/octet-stream";
+        return (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], Vec::new())
+            .into_response();
+    }
+    ok_json(&json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes (simcluster)", "version": version()["gitVersion"]},
+        "paths": {},
+        "definitions": {},
+    }))
 }
 
 fn list_response(
@@ -494,8 +645,9 @@ fn watch_response(
     namespace: Option<String>,
     query: &HashMap<String, String>,
     meta_only: bool,
+    fault: Option<WatchFault>,
 ) -> Result<Response> {
-    let flag = |k: &str| matches!(query.get(k).map(String::as_str), Some("true" | "1"));
+    let flag = |k: &str| query_flag(query, k);
     let send_initial = flag("sendInitialEvents");
     let bookmarks = flag("allowWatchBookmarks");
     let from = match query.get("resourceVersion").map(String::as_str) {
@@ -525,7 +677,11 @@ fn watch_response(
         deadline: tokio::time::Instant::now() + timeout,
         done: false,
     };
-    let first = match app.store.watch(r, namespace.as_deref(), from) {
+    let started = match fault {
+        Some(WatchFault::Expire) => Err(Error::Expired(crate::faults::WATCH_EXPIRED.into())),
+        _ => app.store.watch(r, namespace.as_deref(), from),
+    };
+    let first = match started {
         Ok(start) => {
             watch.backlog = start.backlog.into_iter();
             watch.live = Some(start.live);
@@ -544,12 +700,45 @@ fn watch_response(
         Err(Error::Expired(message)) => Some(watch.expired(message)),
         Err(e) => return Err(e),
     };
-    let stream = futures_util::stream::unfold((watch, first), |(mut w, first)| async move {
-        if let Some(b) = first {
-            return Some((Ok::<_, Infallible>(b), (w, None)));
+    // A dropped watch: cut after `events` more events or at `at`, whichever comes first.
+    let drop = match fault {
+        Some(WatchFault::Drop { events, after }) => {
+            Some((events, tokio::time::Instant::now() + after, app.faults.clone()))
         }
-        let item = w.next().await?;
-        Some((Ok(item), (w, None)))
+        _ => None,
+    };
+    let stream = futures_util::stream::unfold((watch, first, drop), |(mut w, first, drop)| {
+        async move {
+            if let Some(b) = first {
+                return Some((Ok(b), (w, None, drop)));
+            }
+            let Some((events, at, faults)) = drop else {
+                let item = w.next().await?;
+                return Some((Ok(item), (w, None, None)));
+            };
+            let item = if events == 0 {
+                None
+            } else {
+                tokio::select! {
+                    item = w.next() => Some(item),
+                    () = tokio::time::sleep_until(at) => None,
+                }
+            };
+            match item {
+                Some(item) => Some((Ok(item?), (w, None, Some((events - 1, at, faults))))),
+                None => {
+                    // An error ends the body without its last chunk: the client sees the
+                    // connection cut, as on a reset.
+                    faults.count(FaultKind::WatchDropped);
+                    w.done = true;
+                    let cut = std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "simcluster fault: watch dropped",
+                    );
+                    Some((Err(cut), (w, None, None)))
+                }
+            }
+        }
     });
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("valid header"));

@@ -16,6 +16,10 @@
 //!   and content negotiation; [`patch`] the patch types; [`resources`] what is served;
 //!   [`preload`] puts WORKLOAD.md's objects into a store without HTTP; [`demo`] runs kube-gc
 //!   against a preloaded simcluster (`kube-gc-simcluster demo`).
+//! - [`faults`] injects seeded faults (errors, latency, dropped and expired watches, expired
+//!   continue tokens, conflicts; [`SimCluster::set_faults`]); [`audit`] records every write and
+//!   flags the collector's wrongful deletions; [`chaos`] runs random GC scenarios under both
+//!   (`kube-gc-simcluster chaos`).
 //!
 //! # Examples
 //!
@@ -33,13 +37,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod audit;
+pub mod chaos;
 pub mod demo;
 pub mod error;
+pub mod faults;
 mod http;
 pub mod patch;
 pub mod preload;
 pub mod resources;
 pub mod store;
+mod table;
 mod time;
 
 use std::net::SocketAddr;
@@ -51,6 +59,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use error::{Error, Result};
+pub use faults::{FaultCounts, FaultInjector, FaultKind, Faults};
 pub use resources::ResourceDef;
 pub use store::{Store, StoreConfig};
 
@@ -74,6 +83,9 @@ pub struct Config {
     /// Namespace objects created at start (`default`, `kube-system`, `kube-public`,
     /// `kube-node-lease`).
     pub namespaces: Vec<String>,
+    /// Faults to inject from the start (default: none); see [`faults`] and
+    /// [`SimCluster::set_faults`].
+    pub faults: Faults,
 }
 
 impl Default for Config {
@@ -88,6 +100,7 @@ impl Default for Config {
             namespaces: ["default", "kube-system", "kube-public", "kube-node-lease"]
                 .map(str::to_owned)
                 .to_vec(),
+            faults: Faults::off(),
         }
     }
 }
@@ -97,6 +110,7 @@ impl Default for Config {
 pub struct SimCluster {
     addr: SocketAddr,
     store: Arc<Store>,
+    faults: Arc<FaultInjector>,
     token: Option<String>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
@@ -129,8 +143,10 @@ impl SimCluster {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::Config(format!("cannot read the bound address: {e}")))?;
+        let faults = Arc::new(FaultInjector::new(config.faults.clone()));
         let app = http::App {
             store: store.clone(),
+            faults: faults.clone(),
             token: config.token.clone(),
             bookmark_interval: config.bookmark_interval,
             address: addr.to_string(),
@@ -148,6 +164,7 @@ impl SimCluster {
         Ok(SimCluster {
             addr,
             store,
+            faults,
             token: config.token,
             shutdown: Some(tx),
             server: Some(server),
@@ -167,6 +184,26 @@ impl SimCluster {
     /// The store it serves (to inspect or change objects without HTTP).
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Replaces the faults injected from now on (and reseeds their PRNG with `faults.seed`).
+    pub fn set_faults(&self, faults: Faults) {
+        self.faults.set(faults);
+    }
+
+    /// Stops injecting faults (watches already planned to drop still drop).
+    pub fn faults_off(&self) {
+        self.faults.set(Faults::off());
+    }
+
+    /// The faults injected so far, by kind.
+    pub fn fault_counts(&self) -> FaultCounts {
+        self.faults.counts()
+    }
+
+    /// The audit of the store's writes (shorthand for `store().audit()`).
+    pub fn audit(&self) -> &audit::Audit {
+        self.store.audit()
     }
 
     /// A kubeconfig (YAML) for clients: plain HTTP, and the static token if one is set.

@@ -15,9 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use kube_gc_simcluster::chaos::{self, ChaosArgs};
 use kube_gc_simcluster::demo::{self, DemoArgs};
+use kube_gc_simcluster::faults::parse_rate;
 use kube_gc_simcluster::preload::{Preload, Shape, preload};
-use kube_gc_simcluster::{Config, ResourceDef, SimCluster, Store, StoreConfig, resources};
+use kube_gc_simcluster::{Config, Faults, ResourceDef, SimCluster, Store, StoreConfig, resources};
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
 // As kube-gc's binary: the demo's memory figures are those of the allocator kube-gc ships with.
@@ -71,6 +73,27 @@ struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 1)]
     bookmark_interval: u64,
+    /// Seed of the fault decisions (every --fault-* rate defaults to 0: no faults).
+    #[arg(long, default_value_t = 0)]
+    fault_seed: u64,
+    /// Probability that a request fails with 429 (Retry-After: 1), 500 or 503, evenly.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    fault_error_rate: f64,
+    /// Latency added to every request on a resource, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    fault_latency_ms: u64,
+    /// Random latency, 0 to this many milliseconds, on top of --fault-latency-ms.
+    #[arg(long, default_value_t = 0)]
+    fault_latency_jitter_ms: u64,
+    /// Probability that a watch is cut mid-stream.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    fault_watch_drop_rate: f64,
+    /// Probability of 410 Expired for a watch from a resourceVersion or a continued list page.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    fault_expire_rate: f64,
+    /// Probability of 409 Conflict for an update, patch or delete.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    fault_conflict_rate: f64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -79,12 +102,22 @@ enum Command {
     /// process, show its warm-up, collect the garbage, delete sample Deployments with each
     /// propagation policy, and print a summary table (exit status 1 if any check failed).
     Demo(DemoArgs),
+    /// Random garbage-collection scenarios from seeds, run by kube-gc in this process under
+    /// seeded faults and collector restarts; once faults stop every scenario must reach its
+    /// expected state and the audit must show no wrongful deletion. The last line printed is
+    /// the totals (exit status 1 if any check failed).
+    Chaos(ChaosArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // The demo draws progress bars: only warnings (RUST_LOG overrides) may interleave.
     let (default_filter, writer) = match args.command {
+        // Faults make the clients log every failed request: only simcluster's errors (the
+        // audit's wrongful deletions) show.
+        Some(Command::Chaos(_)) => {
+            ("off,kube_gc_simcluster=error", BoxMakeWriter::new(std::io::stderr))
+        }
         Some(_) => ("warn", BoxMakeWriter::new(std::io::stderr)),
         None => ("info", BoxMakeWriter::new(std::io::stdout)),
     };
@@ -111,6 +144,23 @@ fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    if let Some(Command::Chaos(chaos_args)) = &args.command {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let config = chaos_args.config();
+        let report = match runtime.block_on(chaos::run(&config, |seed| println!("{seed}"))) {
+            Ok(report) => report,
+            Err(e) => {
+                eprintln!("kube-gc-simcluster chaos: {e:#}");
+                std::process::exit(2);
+            }
+        };
+        println!("{}", report.totals());
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        if !report.ok() {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     let mut defs = if args.no_builtin { Vec::new() } else { resources::builtin() };
     for spec in &args.resources {
         defs.push(ResourceDef::parse(spec)?);
@@ -122,6 +172,15 @@ fn main() -> anyhow::Result<()> {
         resources: defs,
         store: StoreConfig { history: args.watch_history, ..StoreConfig::default() },
         bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
+        faults: Faults {
+            seed: args.fault_seed,
+            error_rate: args.fault_error_rate,
+            latency: Duration::from_millis(args.fault_latency_ms),
+            latency_jitter: Duration::from_millis(args.fault_latency_jitter_ms),
+            watch_drop_rate: args.fault_watch_drop_rate,
+            expire_rate: args.fault_expire_rate,
+            conflict_rate: args.fault_conflict_rate,
+        },
         ..Config::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

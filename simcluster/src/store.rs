@@ -39,6 +39,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
+use crate::audit::{self, Audit, OwnerRef, OwnerState, Verb};
 use crate::error::{Error, Result};
 use crate::patch::{self, PatchType, string_list};
 use crate::resources::{self, Registry, ResourceDef};
@@ -276,6 +277,8 @@ struct State {
 pub struct Store {
     state: RwLock<State>,
     tx: broadcast::Sender<Arc<Change>>,
+    /// Every write, and the wrongful-deletion oracle (see [`audit`]).
+    audit: Audit,
 }
 
 impl std::fmt::Debug for Store {
@@ -308,6 +311,7 @@ impl Store {
                 rng: SplitMix64(config.seed),
             }),
             tx,
+            audit: Audit::default(),
         };
         for r in resources {
             store.add_resource(r);
@@ -319,6 +323,11 @@ impl Store {
     pub fn add_resource(&self, def: ResourceDef) {
         let mut s = self.state.write();
         s.add_resource(def);
+    }
+
+    /// The audit of this store's writes and its wrongful-deletion oracle.
+    pub fn audit(&self) -> &Audit {
+        &self.audit
     }
 
     /// The current (last assigned) resourceVersion.
@@ -509,6 +518,8 @@ impl Store {
             obj["status"] = crd_status(&obj);
         }
         let stored = s.write_object(r, namespace.as_deref(), key, obj, ChangeKind::Added, &self.tx);
+        let actor = self.audit.actor();
+        self.audit.record(actor, Verb::Create, r.def.group_resource(), &stored, s.rv, None, false);
         Ok(stored)
     }
 
@@ -523,7 +534,32 @@ impl Store {
         let mut s = self.state.write();
         let key = object_key(namespace, name);
         let current = s.current(r, &key, name)?;
-        s.update_object(r, namespace, key, &current, obj, false, &self.tx)
+        let sent = metadata_preconditions(&obj);
+        let out = s.update_object(r, namespace, key, &current, obj, false, &self.tx)?;
+        self.audit_write(Verb::Update, r, &current, s.rv, sent, &out);
+        Ok(out)
+    }
+
+    /// Records an applied update or patch of `before` in the audit.
+    fn audit_write(
+        &self,
+        verb: Verb,
+        r: &Resolved,
+        before: &Value,
+        rv: u64,
+        sent: Option<String>,
+        out: &(Value, ChangeKind),
+    ) {
+        let removed = out.1 == ChangeKind::Deleted;
+        self.audit.record(
+            self.audit.actor(),
+            verb,
+            r.def.group_resource(),
+            before,
+            rv,
+            sent,
+            removed,
+        );
     }
 
     /// Patches the object `name`.
@@ -542,7 +578,11 @@ impl Store {
             Error::Conflict { message, .. } => conflict(r, name, message),
             other => other,
         })?;
-        s.update_object(r, namespace, key, &current, next, true, &self.tx)
+        let sent =
+            serde_json::from_slice::<Value>(body).ok().and_then(|p| metadata_preconditions(&p));
+        let out = s.update_object(r, namespace, key, &current, next, true, &self.tx)?;
+        self.audit_write(Verb::Patch, r, &current, s.rv, sent, &out);
+        Ok(out)
     }
 
     /// Deletes the object `name` with the generic registry store's semantics (GC-SPEC §5.6).
@@ -559,7 +599,56 @@ impl Store {
         let mut s = self.state.write();
         let key = object_key(namespace, name);
         let current = s.current(r, &key, name)?;
-        s.delete_object(r, namespace, key, current, policy, opts.preconditions.as_ref(), &self.tx)
+        let audited = self.audit_delete(&s, namespace, &current);
+        let out = s.delete_object(
+            r,
+            namespace,
+            key,
+            current,
+            policy,
+            opts.preconditions.as_ref(),
+            &self.tx,
+        )?;
+        let sent = opts
+            .preconditions
+            .as_ref()
+            .and_then(|p| audit::preconditions(p.uid.as_deref(), p.resource_version.as_deref()));
+        self.audited_delete(audited, Verb::Delete, r, s.rv, sent, out.1);
+        Ok(out)
+    }
+
+    /// What the audit needs of a delete, taken before it is applied (under the write lock, so
+    /// the owners' states are those of the delete's moment): the actor, the object, and its
+    /// owners' states if the collector deletes it.
+    fn audit_delete(&self, s: &State, namespace: Option<&str>, current: &Value) -> AuditedDelete {
+        let actor = self.audit.actor();
+        let owners = self.audit.is_collector(&actor).then(|| {
+            OwnerRef::of(current)
+                .into_iter()
+                .map(|o| {
+                    let state = s.owner_state(namespace, &o);
+                    (o, state)
+                })
+                .collect()
+        });
+        AuditedDelete { actor, before: current.clone(), owners }
+    }
+
+    /// Records an applied delete, and judges it if the collector made it.
+    fn audited_delete(
+        &self,
+        a: AuditedDelete,
+        verb: Verb,
+        r: &Resolved,
+        rv: u64,
+        sent: Option<String>,
+        removed: bool,
+    ) {
+        let record =
+            self.audit.record(a.actor, verb, r.def.group_resource(), &a.before, rv, sent, removed);
+        if let Some(owners) = a.owners {
+            self.audit.judge(record, owners);
+        }
     }
 
     /// Deletes every selected object of `r` (in `namespace`, or all), each as [`Store::delete`]
@@ -584,8 +673,10 @@ impl Store {
         for (key, bytes) in keys {
             let current = parse_stored(&bytes)?;
             let ns = key.split_once('/').map(|(ns, _)| ns.to_owned());
-            let (obj, _) =
+            let audited = self.audit_delete(&s, ns.as_deref(), &current);
+            let (obj, removed) =
                 s.delete_object(r, ns.as_deref(), key, current, policy, None, &self.tx)?;
+            self.audited_delete(audited, Verb::DeleteCollection, r, s.rv, None, removed);
             out.push(obj);
         }
         Ok(out)
@@ -616,7 +707,42 @@ impl Store {
     }
 }
 
+/// A delete, as [`Store::audit_delete`] saw it before it was applied.
+struct AuditedDelete {
+    actor: Arc<str>,
+    before: Value,
+    /// The owners' states, for a delete the collector makes (the oracle judges it).
+    owners: Option<Vec<(OwnerRef, OwnerState)>>,
+}
+
 impl State {
+    /// The state of `owner`, referenced by an object in `namespace`, where a collector looks
+    /// for it (GC-SPEC §3.3): by group and kind (any served version), in the dependent's
+    /// namespace for a namespaced kind, cluster-wide for a cluster-scoped one.
+    fn owner_state(&self, namespace: Option<&str>, owner: &OwnerRef) -> OwnerState {
+        let group = owner.group();
+        let Some(def) = self.registry.all().find(|d| d.group == group && d.kind == owner.kind)
+        else {
+            return OwnerState::Absent;
+        };
+        let Some((_, table)) = self.registry.lookup(&def.group, &def.version, &def.plural) else {
+            return OwnerState::Absent;
+        };
+        let ns = match (def.namespaced, namespace) {
+            (true, Some(ns)) => Some(ns),
+            // A namespaced owner of a cluster-scoped object: never looked up.
+            (true, None) => return OwnerState::Absent,
+            (false, _) => None,
+        };
+        let found = self
+            .tables
+            .get(table)
+            .and_then(Option::as_ref)
+            .and_then(|t| t.get(&object_key(ns, &owner.name)))
+            .and_then(|bytes| parse_stored(bytes).ok());
+        OwnerState::of(found.as_ref(), &owner.uid)
+    }
+
     fn add_resource(&mut self, def: ResourceDef) {
         let table = self.registry.add(def);
         if self.tables.len() < self.registry.table_count() {
@@ -1026,4 +1152,13 @@ impl SplitMix64 {
         self.push_suffix(&mut s, k);
         s
     }
+}
+
+/// The preconditions a written body carries (`metadata.uid`, `metadata.resourceVersion`), as
+/// the audit records them.
+fn metadata_preconditions(body: &Value) -> Option<String> {
+    audit::preconditions(
+        body.pointer("/metadata/uid").and_then(Value::as_str),
+        body.pointer("/metadata/resourceVersion").and_then(Value::as_str),
+    )
 }

@@ -309,7 +309,10 @@ async fn delete_should_follow_the_registry_store_semantics() {
 
     // Background, no finalizers: gone at once.
     api.create(&PostParams::default(), &cm("bg")).await.unwrap();
-    assert!(api.delete("bg", &DeleteParams::background()).await.unwrap().is_left());
+    assert!(
+        api.delete("bg", &DeleteParams::background()).await.unwrap().is_right(),
+        "a delete that removes the object answers a Status"
+    );
     assert_eq!(code(&api.get("bg").await.unwrap_err()), 404);
 
     // Foreground: kept with foregroundDeletion and a deletionTimestamp until the finalizer goes.
