@@ -60,25 +60,26 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         shutdown_signal().await;
         return Ok(());
     }
-    let mut lost = None;
-    if flags.leader_elect {
+    let lease = flags.leader_elect.then(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kube-gc".into());
-        let identity = format!("{host}_{:016x}", rand_suffix());
-        let leadership = Leadership::acquire(
-            client.clone(),
-            LeaseConfig {
-                namespace: flags.leader_elect_resource_namespace.clone(),
-                name: flags.leader_elect_resource_name.clone(),
-                identity,
-                lease_duration: flags.leader_elect_lease_duration,
-                renew_deadline: flags.leader_elect_renew_deadline,
-                retry_period: flags.leader_elect_retry_period,
-            },
-        )
-        .await;
+        LeaseConfig {
+            namespace: flags.leader_elect_resource_namespace.clone(),
+            name: flags.leader_elect_resource_name.clone(),
+            identity: format!("{host}_{:016x}", rand_suffix()),
+            lease_duration: flags.leader_elect_lease_duration,
+            renew_deadline: flags.leader_elect_renew_deadline,
+            retry_period: flags.leader_elect_retry_period,
+        }
+    });
+    // Serves /healthz (and /readyz: 503 until synced) from the start, so that a standby waiting
+    // for the lease passes its liveness probe, as kube-controller-manager's does; nothing is
+    // watched nor collected before `run`.
+    let controller = Controller::start(flags, client.clone()).await?;
+    let mut lost = None;
+    if let Some(lease) = lease {
+        let leadership = Leadership::acquire(client, lease).await;
         lost = Some(tokio::spawn(leadership.hold()));
     }
-    let controller = Controller::start(flags, client).await?;
     let stop = async move {
         match lost {
             Some(lost) => tokio::select! {

@@ -16,7 +16,9 @@
 //!    `--controllers=garbagecollector`; each scenario's recorded states must equal kube-gc's.
 //!    Then kube-gc's final states are checked again: upstream must not have changed them.
 //! 3. **faults** (kube-gc): `kill -9` mid-cascade, kube-apiserver down / restarted during
-//!    warm-up and during a cascade; then hostile queries to the debug endpoint. Then
+//!    warm-up and during a cascade, `kill -9` of either during an `--early-collection`
+//!    warm-up, leader election (failover, lost lease); then hostile queries to the debug
+//!    endpoint. Then
 //!    upstream's final states are checked again: kube-gc must not have changed them.
 //!
 //! Knobs: `KUBE_GC_E2E_ONLY=a,b` (run scenarios whose name contains one of these),
@@ -36,6 +38,8 @@ mod debug_endpoint;
 mod env;
 #[path = "e2e/faults.rs"]
 mod faults;
+#[path = "e2e/leader.rs"]
+mod leader;
 #[path = "e2e/scenarios.rs"]
 mod scenarios;
 
@@ -272,6 +276,42 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
                 run_one(&client, &mut kgc, "apiserver_restart_during_cascade", &suffix, |cx| {
                     Box::pin(faults::apiserver_restart_during_cascade(cx))
                 })
+                .await,
+            );
+        }
+        if wanted("early_collection_apiserver_kill_9_during_warm_up") {
+            f_runs.push(
+                run_one(
+                    &client,
+                    &mut kgc,
+                    "early_collection_apiserver_kill_9_during_warm_up",
+                    &suffix,
+                    |cx| Box::pin(faults::early_collection_apiserver_kill_9_during_warm_up(cx)),
+                )
+                .await,
+            );
+        }
+        if wanted("early_collection_kube_gc_kill_9_during_warm_up") {
+            f_runs.push(
+                run_one(
+                    &client,
+                    &mut kgc,
+                    "early_collection_kube_gc_kill_9_during_warm_up",
+                    &suffix,
+                    |cx| Box::pin(faults::early_collection_kube_gc_kill_9_during_warm_up(cx)),
+                )
+                .await,
+            );
+        }
+        if wanted("leader_election_single_leader_failover_and_loss") {
+            f_runs.push(
+                run_one(
+                    &client,
+                    &mut kgc,
+                    "leader_election_single_leader_failover_and_loss",
+                    &suffix,
+                    |cx| Box::pin(leader::leader_election_single_leader_failover_and_loss(cx)),
+                )
                 .await,
             );
         }

@@ -9,7 +9,7 @@
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -41,6 +41,9 @@ pub const QPS: &str = "100";
 /// Burst, see [`QPS`].
 pub const BURST: &str = "200";
 
+/// The line written to kube-gc's log before each start.
+const START_MARKER: &str = "===== e2e: starting kube-gc";
+
 /// A collector process (or none, between stop and start).
 #[derive(Debug)]
 pub struct Collector {
@@ -56,6 +59,8 @@ pub struct Collector {
     pub log: PathBuf,
     /// Extra flags of the current run.
     extra: Vec<String>,
+    /// Extra environment variables (kube-gc only).
+    envs: Vec<(String, String)>,
 }
 
 impl Collector {
@@ -74,7 +79,15 @@ impl Collector {
             debug_port: 0,
             log,
             extra: Vec::new(),
+            envs: Vec::new(),
         }
+    }
+
+    /// Sets an environment variable for kube-gc's next starts (e.g. `HOSTNAME`, which names
+    /// its leader-election identity).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.envs.retain(|(k, _)| k != key);
+        self.envs.push((key.to_owned(), value.to_owned()));
     }
 
     /// Starts it with the default flags plus `extra`, and waits until it has synced.
@@ -93,7 +106,7 @@ impl Collector {
         match self.which {
             Which::KubeGc => {
                 let mut log = OpenOptions::new().create(true).append(true).open(&self.log)?;
-                writeln!(log, "===== e2e: starting kube-gc {:?} =====", self.extra)?;
+                writeln!(log, "{START_MARKER} {:?} =====", self.extra)?;
                 // Flags may not repeat (clap): the defaults only when `extra` does not set them.
                 let has = |flag: &str| self.extra.iter().any(|a| a.starts_with(flag));
                 let mut args = vec![
@@ -115,6 +128,7 @@ impl Collector {
                     .args(&args)
                     .env("NO_COLOR", "1")
                     .env_remove("KUBE_GC_LOG")
+                    .envs(self.envs.iter().map(|(k, v)| (k, v)))
                     .stdin(Stdio::null())
                     .stdout(log.try_clone()?)
                     .stderr(log)
@@ -175,6 +189,29 @@ impl Collector {
             },
             Which::Upstream => self.kcm_running,
         }
+    }
+
+    /// How kube-gc exited, once it has (`None` while it runs, or when it was never started or
+    /// was stopped by [`Collector::stop`] / [`Collector::kill9`]).
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    /// Whether kube-gc answers 200 on `/readyz` (synced; a standby waiting for the lease
+    /// under `--leader-elect` answers 503).
+    pub fn is_ready(&self) -> bool {
+        matches!(http_get(self.debug_port, "/readyz"), Ok((200, _)))
+    }
+
+    /// A sample of kube-gc's `/metrics` without labels, e.g. `kube_gc_deleted_total`.
+    pub fn metric(&self, name: &str) -> anyhow::Result<f64> {
+        let (code, body) = http_get(self.debug_port, "/metrics")?;
+        if code != 200 {
+            bail!("/metrics answered {code}");
+        }
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .with_context(|| format!("no sample {name} in /metrics"))
     }
 
     /// A handle on the testenv this collector runs against (not stopped when dropped).
@@ -252,6 +289,15 @@ impl Collector {
     /// The log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The log of the current (or last) start only.
+    pub fn log_since_start(&self) -> String {
+        let text = self.log_text();
+        match text.rfind(START_MARKER) {
+            Some(at) => text[at..].to_owned(),
+            None => text,
+        }
     }
 
     /// The last `n` lines of the log.

@@ -1,13 +1,13 @@
 //! Faults, kube-gc only: `kill -9` of kube-gc in the middle of a cascade (and again during
-//! its warm-up), and kube-apiserver going away during kube-gc's warm-up and during a
-//! cascade. After recovery all garbage must be collected, and nothing with a live owner may
+//! its warm-up), kube-apiserver going away during kube-gc's warm-up and during a cascade,
+//! and both killed during a warm-up with `--early-collection`. After recovery all garbage must be collected, and nothing with a live owner may
 //! have been deleted at any point (a deleted object never comes back with its UID, so the
 //! final state shows it).
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure};
-use kube::api::{Api, DynamicObject, ListParams};
+use anyhow::{Context, bail, ensure};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::cluster::{Ctx, Del, Kind, OwnerRef, Snapshot, Wait, config_map, pod, workload};
@@ -297,4 +297,277 @@ pub async fn apiserver_restart_during_cascade(cx: &mut Ctx<'_>) -> anyhow::Resul
     cx.collector.stop()?;
     cx.collector.start(&[])?;
     Ok(())
+}
+
+/// A CRD whose preferred version cannot be read, so that kube-gc's warm-up cannot end until
+/// [`Stall::repair`]: objects are stored as `v1`, discovery prefers `v2`, and converting to
+/// `v2` goes through a webhook whose service does not exist (every list and get at `v2`
+/// answers 500). Not tracked by the scenario (its snapshots never list it).
+struct Stall {
+    name: String,
+    group: String,
+}
+
+impl Stall {
+    fn api(cx: &Ctx<'_>) -> Api<DynamicObject> {
+        Api::all_with(cx.client.clone(), &Kind::crd().ar)
+    }
+
+    fn version(name: &str) -> serde_json::Value {
+        json!({
+            "name": name, "served": true, "storage": name == "v1",
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+        })
+    }
+
+    /// Creates the CRD (group `<tag><suffix>.stall.e2e.kube-gc.io`, kind `Stall`) and checks
+    /// that `v2` cannot be listed.
+    async fn create(cx: &Ctx<'_>, tag: &str) -> anyhow::Result<Stall> {
+        let group = format!("{tag}{}.stall.e2e.kube-gc.io", cx.suffix);
+        let name = format!("stalls.{group}");
+        let crd: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": "stalls", "singular": "stall", "kind": "Stall", "listKind": "StallList"},
+                "versions": [Stall::version("v1"), Stall::version("v2")],
+                "conversion": {"strategy": "Webhook", "webhook": {
+                    "conversionReviewVersions": ["v1"],
+                    "clientConfig": {"service": {"namespace": "default", "name": "e2e-no-such-service", "path": "/convert"}}
+                }}
+            }
+        }))?;
+        Stall::api(cx).create(&Default::default(), &crd).await?;
+        let stall = Stall { name, group };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let crd = Stall::api(cx).get(&stall.name).await?;
+            let established = crd.data["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter().any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+            if established {
+                return Ok(stall);
+            }
+            ensure!(Instant::now() < deadline, "CRD {} not Established", stall.name);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn kind(&self, version: &str) -> Kind {
+        Kind::new(&self.group, version, "Stall", "stalls", true)
+    }
+
+    /// Checks that listing at `v2` fails once an object is stored (the premise of the
+    /// scenarios that use it).
+    async fn check_stalls(&self, cx: &Ctx<'_>) -> anyhow::Result<()> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(cx.client.clone(), &cx.ns, &self.kind("v2").ar);
+        match api.list(&ListParams::default()).await {
+            Err(kube::Error::Api(e)) if e.code >= 500 => Ok(()),
+            other => bail!("listing {}/v2 should fail on conversion, got {other:?}", self.group),
+        }
+    }
+
+    /// Makes every version readable: conversion `None`, and a `v3` that discovery now
+    /// prefers, so that kube-gc replaces its `v2` watcher (in backoff) by a `v3` one at its
+    /// next discovery.
+    async fn repair(&self, cx: &Ctx<'_>) -> anyhow::Result<()> {
+        let patch = json!({"spec": {
+            "conversion": {"strategy": "None", "webhook": null},
+            "versions": [Stall::version("v1"), Stall::version("v2"), Stall::version("v3")]
+        }});
+        Stall::api(cx)
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("repair CRD {}", self.name))?;
+        Ok(())
+    }
+
+    /// Repairs and deletes the CRD (its objects go with it).
+    async fn remove(&self, cx: &Ctx<'_>) -> anyhow::Result<()> {
+        self.repair(cx).await?;
+        match Stall::api(cx).delete(&self.name, &Default::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("delete CRD {}", self.name)),
+        }
+    }
+}
+
+/// [`garbage_and_control`] plus 100 more garbage pods, and a live `Stall` owning 5 pods through
+/// its unreadable `v2` (during warm-up every read of that owner fails: it must not count as
+/// absent). Returns the final state wanted and the state wanted while the warm-up is stalled:
+/// the garbage (`garbage-*`, dangling owner) gone, everything else as it was (foreground
+/// deletions and their dependents wait for sync).
+async fn early_garbage_and_control(
+    cx: &mut Ctx<'_>,
+    stall: &Stall,
+    tag: &str,
+) -> anyhow::Result<(Snapshot, Snapshot)> {
+    let mut want = garbage_and_control(cx, tag).await?;
+    let ghost = OwnerRef::new("v1", "ReplicationController", "ghost", &cx.fake_uuid("ghost"));
+    let owner = cx.create("stall-owner", stall.kind("v1"), json!({})).await?;
+    stall.check_stalls(cx).await?;
+    let via_v2 = OwnerRef::new(&format!("{}/v2", stall.group), "Stall", &owner.name, &owner.uid);
+    let mut items = Vec::new();
+    for i in 0..100 {
+        let body = pod(std::slice::from_ref(&ghost), &[]);
+        items.push((format!("garbage-{tag}-bulk-{i:03}"), Kind::pod(), body));
+    }
+    for i in 0..5 {
+        let body = pod(std::slice::from_ref(&via_v2), &[]);
+        items.push((format!("stall-dependent-{i}"), Kind::pod(), body));
+    }
+    cx.create_many(items).await?;
+    for l in cx.named("") {
+        let state = if l.starts_with("garbage-") {
+            "gone"
+        } else if l.starts_with("stall-dependent-") {
+            "live owners=[Stall/stall-owner]"
+        } else if l == "stall-owner" {
+            "live"
+        } else {
+            continue;
+        };
+        want.insert(l, state.to_owned());
+    }
+    let mut warm = cx.snapshot().await?;
+    for (l, state) in warm.iter_mut() {
+        if l.starts_with("garbage-") {
+            *state = "gone".to_owned();
+        }
+    }
+    Ok((want, warm))
+}
+
+/// Starts kube-gc with `--early-collection` (slow client, so that collecting takes seconds)
+/// and waits until it has deleted something while still warming up.
+async fn start_early_collection(cx: &mut Ctx<'_>) -> anyhow::Result<f64> {
+    let mut flags = vec!["--early-collection"];
+    flags.extend(SLOW);
+    cx.collector.spawn(&flags)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        ensure!(cx.collector.is_running(), "kube-gc exited:\n{}", cx.collector.log_tail(20));
+        if let Ok(n) = cx.collector.metric("kube_gc_deleted_total") {
+            if n >= 1.0 {
+                ensure_warming_up(cx)?;
+                return Ok(n);
+            }
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "no early deletion within 60 s:\n{}",
+            cx.collector.log_tail(20)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Fails unless kube-gc's current run is still warming up (not every watcher synced).
+fn ensure_warming_up(cx: &Ctx<'_>) -> anyhow::Result<()> {
+    let log = cx.collector.log_since_start();
+    ensure!(
+        !log.contains("all resource monitors have synced"),
+        "kube-gc finished warming up: the stalled CRD did not stall it"
+    );
+    Ok(())
+}
+
+/// The end of both early-collection scenarios: still warming up, the garbage is collected
+/// and nothing else changed; once the stall is repaired, everything is collected.
+async fn finish_early_collection(
+    cx: &mut Ctx<'_>,
+    stall: &Stall,
+    want: Snapshot,
+    warm: Snapshot,
+) -> anyhow::Result<()> {
+    let wait = Wait { timeout: Duration::from_secs(90), ..Wait::DEFAULT };
+    cx.expect_snapshot("garbage collected during warm-up, nothing else", warm, wait).await?;
+    ensure_warming_up(cx)?;
+    stall.repair(cx).await?;
+    cx.expect_snapshot("everything collected after sync", want, wait).await?;
+    ensure!(cx.collector.is_running(), "kube-gc exited:\n{}", cx.collector.log_tail(30));
+    cx.collector.wait_ready(Duration::from_secs(60))?;
+    Ok(())
+}
+
+/// Runs `body` over a [`Stall`] with kube-gc stopped, then removes the stall (on failure
+/// too) and restarts kube-gc with the default flags.
+async fn with_stall<F>(cx: &mut Ctx<'_>, tag: &str, body: F) -> anyhow::Result<()>
+where
+    F: for<'a, 'b> FnOnce(
+        &'b mut Ctx<'a>,
+        &'b Stall,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = anyhow::Result<()>> + 'b>,
+    >,
+{
+    cx.collector.stop()?;
+    let stall = Stall::create(cx, tag).await?;
+    let result = body(cx, &stall).await;
+    let removed = stall.remove(cx).await;
+    result?;
+    removed?;
+    cx.collector.stop()?;
+    cx.collector.start(&[])
+}
+
+/// `--early-collection`, kube-apiserver killed (`kill -9`) once kube-gc has started deleting
+/// during its warm-up (held open by a [`Stall`]), then started again: during the rest of the
+/// warm-up only the garbage goes (not the dependents of an owner whose reads fail, nor
+/// foreground deletions); after sync everything is collected and the control group is intact.
+pub async fn early_collection_apiserver_kill_9_during_warm_up(
+    cx: &mut Ctx<'_>,
+) -> anyhow::Result<()> {
+    with_stall(cx, "e", |cx, stall| {
+        Box::pin(async move {
+            let te = cx.collector.testenv();
+            let (want, warm) = early_garbage_and_control(cx, stall, "e").await?;
+            let deleted = start_early_collection(cx).await?;
+            te.apiserver_kill()?;
+            eprintln!("    · kube-apiserver killed during warm-up, {deleted} deletions in");
+            te.apiserver_start()?;
+            finish_early_collection(cx, stall, want, warm).await
+        })
+    })
+    .await
+}
+
+/// `--early-collection`, kube-gc killed (`kill -9`) once it has started deleting during its
+/// warm-up (held open by a [`Stall`]), and again as soon as the restarted process starts its
+/// warm-up; then started again: as
+/// [`early_collection_apiserver_kill_9_during_warm_up`].
+pub async fn early_collection_kube_gc_kill_9_during_warm_up(
+    cx: &mut Ctx<'_>,
+) -> anyhow::Result<()> {
+    with_stall(cx, "g", |cx, stall| {
+        Box::pin(async move {
+            let (want, warm) = early_garbage_and_control(cx, stall, "g").await?;
+            let deleted = start_early_collection(cx).await?;
+            cx.collector.kill9()?;
+            eprintln!("    · kube-gc killed during warm-up, {deleted} deletions in");
+            let mut flags = vec!["--early-collection"];
+            flags.extend(SLOW);
+            cx.collector.spawn(&flags)?;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !cx.collector.log_since_start().contains("early collection: collecting") {
+                ensure!(
+                    cx.collector.is_running(),
+                    "kube-gc exited:\n{}",
+                    cx.collector.log_tail(20)
+                );
+                ensure!(Instant::now() < deadline, "kube-gc did not start warming up in 60 s");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            cx.collector.kill9()?;
+            eprintln!("    · kube-gc killed again as its warm-up started");
+            cx.collector.spawn(&flags)?;
+            finish_early_collection(cx, stall, want, warm).await
+        })
+    })
+    .await
 }
