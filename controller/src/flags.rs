@@ -40,8 +40,9 @@ pub struct Flags {
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub enable_garbage_collector: bool,
 
-    /// Run only while holding a coordination.k8s.io Lease (`--leader-elect`).
-    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    /// Run only while holding a coordination.k8s.io Lease (`--leader-elect`; on by default,
+    /// as kube-controller-manager's: `--leader-elect=false` for a single local run).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub leader_elect: bool,
 
     /// How long a lease is valid after its last renewal.
@@ -119,6 +120,12 @@ pub struct Flags {
     /// owners, foreground deletions) before re-checks, with a fairness bound.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub garbage_first: bool,
+
+    /// List from the API server's watch cache (`resourceVersion=0`, as client-go's informers
+    /// do): one answer per resource, served from memory. `=false`: consistent lists from etcd
+    /// in pages of 500 (more calls and more server CPU, never older than the request).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub list_from_watch_cache: bool,
 
     /// Decide on an object from the graph's copy of it (ownerReferences and resourceVersion
     /// from its last watch event) instead of a GET; the DELETE carries that resourceVersion
@@ -206,7 +213,7 @@ mod tests {
         assert_eq!(f.kube_api_qps, 20.0);
         assert_eq!(f.kube_api_burst, 30);
         assert!(f.enable_garbage_collector);
-        assert!(!f.leader_elect);
+        assert!(f.leader_elect, "kube-controller-manager's default");
         assert_eq!(f.leader_elect_lease_duration, Duration::from_secs(15));
         assert_eq!(f.leader_elect_renew_deadline, Duration::from_secs(10));
         assert_eq!(f.leader_elect_retry_period, Duration::from_secs(2));
@@ -223,6 +230,8 @@ mod tests {
         assert!(!f.enable_garbage_collector);
         let f = Flags::parse_from(["kube-gc", "--leader-elect=true"]);
         assert!(f.leader_elect);
+        let f = Flags::parse_from(["kube-gc", "--leader-elect=false"]);
+        assert!(!f.leader_elect);
     }
 
     #[test]

@@ -242,6 +242,7 @@ impl Controller {
                 self.tx.clone(),
                 self.flags.batch_size as usize,
                 self.metrics.clone(),
+                self.flags.list_from_watch_cache,
             ));
             self.watchers.insert(key.clone(), (resource, handle));
             added.push(key);

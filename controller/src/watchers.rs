@@ -181,13 +181,19 @@ pub async fn run_watcher(
     tx: mpsc::Sender<IngestMsg>,
     batch_size: usize,
     metrics: Arc<crate::metrics::Metrics>,
+    list_from_watch_cache: bool,
 ) {
     let key = crate::discovery::resource_key(&resource);
     let ar = crate::kube_cluster::api_resource(&resource);
     // Metadata-only: lists and watches ask for PartialObjectMetadata.
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &ar);
     // client-go's page size for informer lists.
-    let config = watcher::Config::default().page_size(500);
+    let mut config = watcher::Config::default().page_size(500);
+    if list_from_watch_cache {
+        // resourceVersion=0, as client-go's reflectors: the server answers from its watch
+        // cache (whole, ignoring the page size) instead of paged consistent reads from etcd.
+        config = config.any_semantic();
+    }
     let started = std::time::Instant::now();
     let mut builder = EventBuilder::new(&resource);
     let mut synced = false;

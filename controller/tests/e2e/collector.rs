@@ -118,6 +118,8 @@ impl Collector {
                     ("--resync-period", "2s"),
                     ("--kube-api-qps", QPS),
                     ("--kube-api-burst", BURST),
+                    // One collector at a time here; a restart must not wait out a lease.
+                    ("--leader-elect", "false"),
                 ] {
                     if !has(flag) {
                         args.push(format!("{flag}={value}"));
