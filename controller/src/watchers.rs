@@ -191,8 +191,10 @@ pub async fn run_watcher(
     let mut config = watcher::Config::default().page_size(500);
     if list_from_watch_cache {
         // resourceVersion=0, as client-go's reflectors: the server answers from its watch
-        // cache (whole, ignoring the page size) instead of paged consistent reads from etcd.
+        // cache, whole, instead of paged consistent reads from etcd. (kube-rs sends
+        // resourceVersion=0 only without a limit, and the cache ignores limits anyway.)
         config = config.any_semantic();
+        config.page_size = None;
     }
     let started = std::time::Instant::now();
     let mut builder = EventBuilder::new(&resource);
