@@ -19,7 +19,8 @@
 //! - [`faults`] injects seeded faults (errors, latency, dropped and expired watches, expired
 //!   continue tokens, conflicts; [`SimCluster::set_faults`]); [`audit`] records every write and
 //!   flags the collector's wrongful deletions; [`chaos`] runs random GC scenarios under both
-//!   (`kube-gc-simcluster chaos`).
+//!   (`kube-gc-simcluster chaos`); [`tune`] measures kube-gc's collection rate per
+//!   `--concurrent-gc-syncs`, API latency and rate limit (`kube-gc-simcluster tune`).
 //!
 //! # Examples
 //!
@@ -49,6 +50,7 @@ pub mod resources;
 pub mod store;
 mod table;
 mod time;
+pub mod tune;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -19,6 +19,7 @@ use kube_gc_simcluster::chaos::{self, ChaosArgs};
 use kube_gc_simcluster::demo::{self, DemoArgs};
 use kube_gc_simcluster::faults::parse_rate;
 use kube_gc_simcluster::preload::{Preload, Shape, preload};
+use kube_gc_simcluster::tune::{self, TuneArgs};
 use kube_gc_simcluster::{Config, Faults, ResourceDef, SimCluster, Store, StoreConfig, resources};
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
@@ -107,6 +108,10 @@ enum Command {
     /// expected state and the audit must show no wrongful deletion. The last line printed is
     /// the totals (exit status 1 if any check failed).
     Chaos(ChaosArgs),
+    /// Time kube-gc's collection of the dependents of deleted owners for each
+    /// --concurrent-gc-syncs, simulated API latency and client rate limit (a fresh simcluster
+    /// and kube-gc per run); a line per run on stderr, then a markdown table on stdout.
+    Tune(TuneArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -118,6 +123,8 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Chaos(_)) => {
             ("off,kube_gc_simcluster=error", BoxMakeWriter::new(std::io::stderr))
         }
+        // The tune runs end kube-gc's watches at every run's end: only errors show.
+        Some(Command::Tune(_)) => ("error", BoxMakeWriter::new(std::io::stderr)),
         Some(_) => ("warn", BoxMakeWriter::new(std::io::stderr)),
         None => ("info", BoxMakeWriter::new(std::io::stdout)),
     };
@@ -159,6 +166,32 @@ fn main() -> anyhow::Result<()> {
         if !report.ok() {
             std::process::exit(1);
         }
+        return Ok(());
+    }
+    if let Some(Command::Tune(tune_args)) = &args.command {
+        let samples = if tune_args.from_json.is_empty() {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let samples =
+                runtime.block_on(tune::run(tune_args, |s| eprintln!("{}", tune::line(s))));
+            runtime.shutdown_timeout(Duration::from_secs(1));
+            samples
+        } else {
+            tune::read_json(&tune_args.from_json)
+        };
+        let samples = match samples {
+            Ok(samples) => samples,
+            Err(e) => {
+                eprintln!("kube-gc-simcluster tune: {e:#}");
+                std::process::exit(2);
+            }
+        };
+        if let Some(path) = &tune_args.out_json {
+            std::fs::write(path, serde_json::to_string_pretty(&samples)?)?;
+        }
+        if let Some(path) = &tune_args.out_svg {
+            std::fs::write(path, tune::plot_svg(&samples)?)?;
+        }
+        print!("{}", tune::markdown(&samples));
         return Ok(());
     }
     let mut defs = if args.no_builtin { Vec::new() } else { resources::builtin() };
