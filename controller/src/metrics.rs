@@ -92,6 +92,12 @@ impl Metrics {
             &q(&|s| s.retries_total as f64),
         );
         metric(
+            "kube_gc_workqueue_urgent_depth",
+            "gauge",
+            "Of workqueue_depth, the items in the urgent lane: likely garbage (virtual owners to verify, dependents of absent owners, foreground deletions) ahead of re-checks",
+            &q(&|s| s.urgent as f64),
+        );
+        metric(
             "kube_gc_workqueue_processing",
             "gauge",
             "Items being processed",

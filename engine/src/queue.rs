@@ -324,6 +324,8 @@ fn exponential_backoff(config: &RateLimiterConfig, failures: u32) -> Duration {
 pub struct QueueStats {
     /// Items waiting in the FIFO (`workqueue_depth`); equals [`WorkQueue::len`].
     pub depth: usize,
+    /// Of `depth`, the items in the urgent lane ([`WorkQueue::add_urgent`]).
+    pub urgent: usize,
     /// Items handed out and not yet `done`.
     pub processing: usize,
     /// Items in the delay heap.
@@ -877,6 +879,7 @@ impl<T> WorkQueue<T> {
         let state = self.core.state.lock();
         QueueStats {
             depth: state.queued(),
+            urgent: state.urgent.len(),
             processing: state.processing.len(),
             waiting: state.waiting_ready_at.len(),
             adds_total: state.adds_total,
@@ -1554,8 +1557,14 @@ mod tests {
         queue.add_rate_limited(3);
         queue.add_after(4, Duration::from_secs(3600));
         assert_eq!(queue.get(), Some(1));
-        let want =
-            QueueStats { depth: 2, processing: 1, waiting: 1, adds_total: 3, retries_total: 2 };
+        let want = QueueStats {
+            depth: 2,
+            urgent: 0,
+            processing: 1,
+            waiting: 1,
+            adds_total: 3,
+            retries_total: 2,
+        };
         assert_eq!(queue.stats(), want);
         assert_eq!(queue.name(), "garbage_collector_test");
         assert!(format!("{queue:?}").contains("garbage_collector_test"));
@@ -1597,6 +1606,7 @@ mod tests {
         q.add_urgent_first(5);
         q.add_urgent_first(2); // already waiting in the urgent lane: stays where it is
         assert_eq!(q.pending(), [5, 4, 2, 3, 1]);
+        assert_eq!((q.stats().depth, q.stats().urgent), (5, 4));
         let order: Vec<i32> = (0..5).map(|_| q.get().unwrap()).collect();
         assert_eq!(order, [5, 4, 2, 3, 1]);
     }
