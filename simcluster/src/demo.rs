@@ -133,8 +133,9 @@ pub enum Progress {
     Hidden,
 }
 
-/// API calls the collector made, by verb (kube-gc's `kube_gc_api_calls_total`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// API calls the collector made, by verb (kube-gc's `kube_gc_api_calls_total`); also the
+/// tuning runs' figures (`tune`, which saves them as JSON).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct Calls {
     /// GETs.
     pub get: u64,
@@ -147,7 +148,7 @@ pub struct Calls {
 }
 
 impl Calls {
-    fn read(c: &ApiCallCounts) -> Calls {
+    pub(crate) fn read(c: &ApiCallCounts) -> Calls {
         Calls {
             get: c.get.load(Ordering::Relaxed),
             patch: c.patch.load(Ordering::Relaxed),
@@ -156,7 +157,7 @@ impl Calls {
         }
     }
 
-    fn since(self, before: Calls) -> Calls {
+    pub(crate) fn since(self, before: Calls) -> Calls {
         Calls {
             get: self.get - before.get,
             patch: self.patch - before.patch,

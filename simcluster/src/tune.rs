@@ -14,7 +14,7 @@
 //!    bound reports what it collected so far, and its rate.
 //!
 //! The collector's API calls over the collection come from kube-gc's own counters
-//! (`kube_gc_api_calls_total`, [`ApiCallCounts`]). [`markdown`] and [`plot_svg`] render the
+//! (`kube_gc_api_calls_total`, [`ApiCallCounts`](kube_gc::kube_cluster::ApiCallCounts)). [`markdown`] and [`plot_svg`] render the
 //! samples; the README's "Tuning --concurrent-gc-syncs" section shows them.
 
 use std::fmt::Write as _;
@@ -24,10 +24,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::Parser as _;
-use kube_gc::kube_cluster::ApiCallCounts;
 use kube_gc::{Controller, Flags};
 use serde::{Deserialize, Serialize};
 
+use crate::demo::Calls;
 use crate::store::{DeleteOptions, ListOptions, Resolved, object_key};
 use crate::{Config, Faults, SimCluster, Store};
 
@@ -105,44 +105,6 @@ pub fn parse_limit(s: &str) -> Result<Limit, String> {
         return Err(format!("{s:?}: QPS and BURST must be positive"));
     }
     Ok(Limit { label: s.to_owned(), qps, burst })
-}
-
-/// The collector's API calls during a collection, by verb.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Calls {
-    /// GETs.
-    pub get: u64,
-    /// PATCHes.
-    pub patch: u64,
-    /// DELETEs.
-    pub delete: u64,
-    /// Events created.
-    pub event: u64,
-}
-
-impl Calls {
-    fn read(c: &ApiCallCounts) -> Calls {
-        Calls {
-            get: c.get.load(Ordering::Relaxed),
-            patch: c.patch.load(Ordering::Relaxed),
-            delete: c.delete.load(Ordering::Relaxed),
-            event: c.event.load(Ordering::Relaxed),
-        }
-    }
-
-    fn since(self, before: Calls) -> Calls {
-        Calls {
-            get: self.get - before.get,
-            patch: self.patch - before.patch,
-            delete: self.delete - before.delete,
-            event: self.event - before.event,
-        }
-    }
-
-    /// All calls together.
-    pub fn total(&self) -> u64 {
-        self.get + self.patch + self.delete + self.event
-    }
 }
 
 /// One run: one combination, measured.

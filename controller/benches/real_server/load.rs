@@ -175,7 +175,7 @@ pub async fn load(client: &Client, plan: &Plan) -> anyhow::Result<()> {
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         (Api::<Namespace>::all(client.clone()), body)
     });
-    create_all::<Namespace>(namespaces, None, "namespaces").await?;
+    create_all::<Namespace>(namespaces, false, "namespaces").await?;
     create_families(client, plan.families.iter()).await?;
     let config_maps = plan.config_maps.iter().map(|(ns, name)| {
         let body = json!({
@@ -185,7 +185,7 @@ pub async fn load(client: &Client, plan: &Plan) -> anyhow::Result<()> {
         });
         (Api::namespaced(client.clone(), ns), body)
     });
-    create_all::<ConfigMap>(config_maps, None, "configmaps").await?;
+    create_all::<ConfigMap>(config_maps, false, "configmaps").await?;
     restore_garbage(client, plan).await?;
     let marker = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -220,7 +220,7 @@ pub async fn restore_garbage(client: &Client, plan: &Plan) -> anyhow::Result<usi
         })
         .collect();
     let n = missing.len();
-    create_all::<Pod>(missing, None, "garbage pods").await?;
+    create_all::<Pod>(missing, false, "garbage pods").await?;
     Ok(n)
 }
 
@@ -263,7 +263,7 @@ async fn create_families<'a>(
         });
         (Api::namespaced(client.clone(), &f.namespace), body)
     });
-    let deployment_uids = create_all::<Deployment>(deployments, Some(()), "deployments").await?;
+    let deployment_uids = create_all::<Deployment>(deployments, true, "deployments").await?;
     let replica_sets = families.clone().zip(&deployment_uids).map(|(f, uid)| {
         let labels = family_labels(f);
         let body = json!({
@@ -280,7 +280,7 @@ async fn create_families<'a>(
         });
         (Api::namespaced(client.clone(), &f.namespace), body)
     });
-    let rs_uids = create_all::<ReplicaSet>(replica_sets, Some(()), "replicasets").await?;
+    let rs_uids = create_all::<ReplicaSet>(replica_sets, true, "replicasets").await?;
     let pods = families.zip(&rs_uids).flat_map(|(f, uid)| {
         f.pods.iter().map(move |name| {
             let owner = owner_ref("ReplicaSet", &f.replica_set, uid);
@@ -288,7 +288,7 @@ async fn create_families<'a>(
             (Api::namespaced(client.clone(), &f.namespace), pod(&f.namespace, name, owner, label))
         })
     });
-    create_all::<Pod>(pods, None, "pods").await?;
+    create_all::<Pod>(pods, false, "pods").await?;
     Ok(())
 }
 
@@ -325,7 +325,7 @@ fn pod(namespace: &str, name: &str, owner: Value, label: &str) -> Value {
 /// failures; returns the server's UIDs in input order when `want_uids` is set.
 async fn create_all<K>(
     items: impl IntoIterator<Item = (Api<K>, Value)>,
-    want_uids: Option<()>,
+    want_uids: bool,
     what: &str,
 ) -> anyhow::Result<Vec<String>>
 where
@@ -340,7 +340,7 @@ where
     if !created.is_empty() {
         eprintln!("[load] {} {what} in {:.1} s", created.len(), t0.elapsed().as_secs_f64());
     }
-    if want_uids.is_none() {
+    if !want_uids {
         return Ok(Vec::new());
     }
     let mut uids = vec![String::new(); created.len()];
