@@ -225,13 +225,21 @@ pub fn unblock_owner_refs_strategic(item_uid: impl Display, graph_owners: &[Owne
     strategic(json!({"metadata": meta}))
 }
 
-/// §5.2, fallback: the JSON merge patch that sets *every* reference of `graph_owners` to
-/// `blockOwnerDeletion: false`, at `resource_version`:
+/// §5.2, fallback: the JSON merge patch that sets *every* reference of `owners` to
+/// `blockOwnerDeletion: false`, at `resource_version`, the version `owners` were read at (JSON
+/// merge replaces the whole list: owners of another version would undo what changed since):
 ///
 /// `{"metadata":{"resourceVersion":"<rv>","ownerReferences":[…all owners…]}}` (`null` if none).
-pub fn unblock_owner_refs_json_merge(resource_version: &str, graph_owners: &[OwnerRef]) -> Patch {
-    let owners: Vec<Value> =
-        graph_owners.iter().map(|owner| owner_reference_to_json(&unblocked(owner))).collect();
+pub fn unblock_owner_refs_json_merge(resource_version: &str, owners: &[OwnerReference]) -> Patch {
+    let owners: Vec<Value> = owners
+        .iter()
+        .map(|owner| {
+            owner_reference_to_json(&OwnerReference {
+                block_owner_deletion: Some(false),
+                ..owner.clone()
+            })
+        })
+        .collect();
     json_merge(json!({"metadata": {
         "resourceVersion": resource_version,
         "ownerReferences": array_or_null(owners),
@@ -251,6 +259,19 @@ pub fn remove_finalizer_json_merge(
         "resourceVersion": resource_version,
         "finalizers": array_or_null(finalizers),
     }}))
+}
+
+/// Pins a strategic merge patch to `resource_version`: the server then applies it only to that
+/// exact version of the object (409 otherwise), as it does for a JSON merge body carrying one.
+/// For a patch decided from a copy of the object that may be stale (the graph's), so that it
+/// never lands on a version the decision did not see. An empty version leaves the patch as it is.
+pub fn at_resource_version(mut patch: Patch, resource_version: &str) -> Patch {
+    if !resource_version.is_empty()
+        && let Some(meta) = patch.body.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("resourceVersion".into(), resource_version.into());
+    }
+    patch
 }
 
 fn unblocked(owner: &OwnerRef) -> OwnerReference {
@@ -650,11 +671,31 @@ mod tests {
     }
 
     #[test]
+    fn a_strategic_patch_pinned_to_a_version_conflicts_on_any_other() {
+        let patch = at_resource_version(delete_owner_refs_strategic("100", ["2"]), "7");
+        assert_eq!(
+            patch.body.to_string(),
+            r#"{"metadata":{"uid":"100","ownerReferences":[{"$patch":"delete","uid":"2"}],"resourceVersion":"7"}}"#
+        );
+        let owner = |uid: &str| OwnerReference { uid: uid.into(), ..OwnerReference::default() };
+        let mut meta = ObjectMeta {
+            uid: "100".into(),
+            resource_version: "8".into(),
+            owner_references: vec![owner("1"), owner("2")],
+            ..ObjectMeta::default()
+        };
+        assert!(matches!(apply_patch(&mut meta, &patch), Err(ClusterError::Conflict(_))));
+        meta.resource_version = "7".into();
+        apply_patch(&mut meta, &patch).unwrap();
+        assert_eq!(meta.owner_references, vec![owner("1")]);
+        let unpinned = at_resource_version(delete_owner_refs_strategic("100", ["2"]), "");
+        assert_eq!(unpinned, delete_owner_refs_strategic("100", ["2"]));
+    }
+
+    #[test]
     fn unblock_json_merge_sets_every_owner_unblocked() {
-        let owners = [
-            owner_ref_from_api(&full_ref("rc1", "1", Some(true), Some(true))),
-            owner_ref_from_api(&full_ref("rc2", "2", None, None)),
-        ];
+        let owners =
+            [full_ref("rc1", "1", Some(true), Some(true)), full_ref("rc2", "2", None, None)];
         let patch = unblock_owner_refs_json_merge("42", &owners);
         assert_eq!(patch.patch_type, PatchType::JsonMerge);
         assert_eq!(

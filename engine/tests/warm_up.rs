@@ -434,6 +434,20 @@ fn from_graph() -> CollectorOptions {
     CollectorOptions { read_items_from_graph: true, ..skip() }
 }
 
+/// A live ReplicaSet `solid`, and a reference to it.
+fn solid_owner() -> (ObjectMeta, OwnerReference) {
+    let solid = meta("solid", "00000000-0000-4000-8000-0000000000b0", vec![]);
+    let solid_ref = OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: "solid".into(),
+        uid: solid.uid.clone(),
+        controller: None,
+        block_owner_deletion: None,
+    };
+    (solid, solid_ref)
+}
+
 /// The stored object, as an informer would deliver it (with its resourceVersion).
 fn stored(env: &Env<MemoryCluster>, name: &str) -> ObjectMeta {
     env.cluster.object(&pods(), "ns1", name).expect("stored")
@@ -468,15 +482,7 @@ fn read_items_from_graph_deletes_garbage_without_reading_it() {
 /// once the informer catches up only its dangling reference is removed.
 #[test]
 fn read_items_from_graph_never_deletes_an_object_changed_since_observed() {
-    let solid = meta("solid", "00000000-0000-4000-8000-0000000000b0", vec![]);
-    let solid_ref = OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: "solid".into(),
-        uid: solid.uid.clone(),
-        controller: None,
-        block_owner_deletion: None,
-    };
+    let (solid, solid_ref) = solid_owner();
     let mut env =
         Env::new(cluster_with(&[(pods(), pod(1)), (replicasets(), solid.clone())]), from_graph());
     env.observe(EventType::Add, rs_type(), solid);
@@ -517,4 +523,90 @@ fn read_items_from_graph_reads_objects_with_gc_finalizers() {
     let delete = calls.iter().find_map(|c| c.delete_options()).expect("deleted");
     assert_eq!(delete.propagation_policy.map(|p| p.as_str()), Some("Orphan"));
     assert_eq!(env.collector.stats().item_reads_saved.load(Ordering::Relaxed), 0);
+}
+
+/// The confirmed bug: the graph's copy of a garbage Pod shows no finalizers, but the
+/// user has just asked for an orphaning delete of it (not yet observed). The DELETE decided
+/// from the copy fails its resourceVersion precondition; the retry must decide afresh from the
+/// live object, which is being deleted: upstream, reading it live, would not send a Background
+/// DELETE (that would make the API server strip `orphan` and collect the Pod's own dependents).
+#[test]
+fn read_items_from_graph_never_overrides_a_users_orphan_request() {
+    let mut env = Env::new(cluster_with(&[(pods(), pod(1))]), from_graph());
+    let observed = stored(&env, "web-1");
+    env.observe(EventType::Add, pod_type(), observed);
+    // `kubectl delete --cascade=orphan` of the Pod, before the informer delivers it.
+    env.cluster
+        .update_object(&pods(), "ns1", "web-1", |m| {
+            m.deletion_timestamp = true;
+            m.finalizers = vec!["orphan".into()];
+        })
+        .expect("pod exists");
+    env.run_attempt_to_delete(10);
+    let live = env.cluster.object(&pods(), "ns1", "web-1").expect("the user's deletion decides");
+    assert_eq!(live.finalizers, ["orphan"], "the user's orphan request was overridden");
+    let calls = env.cluster.take_calls();
+    for call in &calls {
+        if let Some(options) = call.delete_options() {
+            let policy = options.propagation_policy.map(|p| p.as_str());
+            assert!(
+                options.precondition_resource_version.is_some() || policy == Some("Orphan"),
+                "a retry without a fresh decision: {} {options:?}",
+                call.action()
+            );
+        }
+    }
+}
+
+/// On a conflict, the live object under the name has another UID: the object the graph knows
+/// is gone (UIDs never come back). That is its absence, as upstream treats a UID mismatch, not a
+/// conflict to retry for ever.
+#[test]
+fn a_conflict_that_finds_another_uid_is_the_old_objects_absence() {
+    let mut env = Env::new(cluster_with(&[(pods(), pod(1))]), from_graph());
+    let observed = stored(&env, "web-1");
+    env.observe(EventType::Add, pod_type(), observed.clone());
+    // Deleted and recreated under the same name (a StatefulSet's Pod), not yet observed.
+    env.cluster.delete_object(&pods(), "ns1", "web-1").unwrap();
+    let recreated = meta("web-1", "00000000-0000-4000-8000-0000000000ff", vec![]);
+    env.cluster.create(&pods(), recreated.clone()).unwrap();
+    env.run_attempt_to_delete(10);
+    assert!(env.cluster.object(&pods(), "ns1", "web-1").is_some(), "the new Pod was deleted");
+    assert!(env.collector.attempt_to_delete_queue().is_empty(), "retried for ever");
+    assert!(env.graph.node(kube_gc_engine::Uid::parse(&observed.uid)).is_none());
+}
+
+/// Finding 1: a patch decided from the graph's copy must land only on the version the copy
+/// shows. The copy has a solid owner and a dangling one, so the decision is to remove the
+/// dangling reference; but live, the solid owner's reference is gone too, and upstream reading
+/// it live would delete the object. Unpinned, the patch would leave an object with no owner,
+/// never collected. Pinned, it conflicts, and the live decision deletes it.
+#[test]
+fn a_patch_decided_from_the_graphs_copy_never_lands_on_a_newer_version() {
+    let (solid, solid_ref) = solid_owner();
+    let mut both = pod(1);
+    both.owner_references.push(solid_ref);
+    let mut env =
+        Env::new(cluster_with(&[(pods(), both), (replicasets(), solid.clone())]), from_graph());
+    env.observe(EventType::Add, rs_type(), solid);
+    let observed = stored(&env, "web-1");
+    env.observe(EventType::Add, pod_type(), observed.clone());
+    // Released by the solid owner behind the informer's back: only the dangling one is left.
+    env.cluster
+        .update_object(&pods(), "ns1", "web-1", |m| m.owner_references = vec![rs_ref()])
+        .expect("pod exists");
+    env.run_attempt_to_delete(20);
+    let calls = env.cluster.take_calls();
+    let patch = calls.iter().find_map(|c| c.patch()).expect("the copy's decision patched");
+    assert_eq!(
+        patch.body["metadata"]["resourceVersion"],
+        observed.resource_version.as_str(),
+        "the patch is not pinned to the copy's version"
+    );
+    assert!(
+        env.cluster.object(&pods(), "ns1", "web-1").is_none(),
+        "left with no owner and never collected: {:?}",
+        env.cluster.object(&pods(), "ns1", "web-1")
+    );
+    assert_eq!(env.collector.stats().stale_view_conflicts.load(Ordering::Relaxed), 1);
 }

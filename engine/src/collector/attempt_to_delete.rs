@@ -3,7 +3,7 @@
 //! Upstream: `garbagecollector.go` (`attemptToDeleteWorker`, `attemptToDeleteItem`,
 //! `processDeletingDependentsItem`); GC-SPEC.md §3.
 
-use super::{Collector, ItemError, Outcome, REASON_OTHER, REASON_VERIFY};
+use super::{Collector, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::graph::{NodeKey, NodeView};
 use crate::ingest::ObjectMeta;
@@ -116,9 +116,9 @@ impl<C: Cluster> Collector<C> {
             tracing::trace!(item = %identity, "processing item returned at once, because its DeletionTimestamp is non-nil");
             return Ok(DeleteItemResult::Kept);
         }
-        let read = match self.observed_state(item) {
-            Some(observed) => Ok(observed),
-            None => self.get_object(identity).await?,
+        let (read, from_graph) = match self.observed_state(item) {
+            Some(observed) => (Ok(observed), true),
+            None => (self.get_object(identity).await?, false),
         };
         let latest = match read {
             Ok(latest) => latest,
@@ -167,9 +167,12 @@ impl<C: Cluster> Collector<C> {
                 .chain(&c.waiting_for_dependents_deletion)
                 .map(|o| o.uid.to_string())
                 .collect();
-            return match self.remove_owner_references(identity, &uids).await {
+            let view = View { meta: &latest, from_graph };
+            return match self.remove_owner_references(identity, &uids, Some(view)).await {
                 Ok(_) => Ok(DeleteItemResult::Patched),
-                Err(e) => Err(ItemError::cluster(format_args!("cannot patch {identity}"), e)),
+                Err(e) => {
+                    Err(self.write_failed(item, view, format_args!("cannot patch {identity}"), e))
+                }
             };
         }
 
@@ -184,7 +187,9 @@ impl<C: Cluster> Collector<C> {
             // dependents set, complete only once synced.
             return Err(ItemError::DeferredUntilSynced);
         }
-        let policy = if !c.waiting_for_dependents_deletion.is_empty() && item.dependents_len != 0 {
+        let waiting_with_dependents =
+            !c.waiting_for_dependents_deletion.is_empty() && item.dependents_len != 0;
+        let policy = if waiting_with_dependents {
             // Some owner waits for its dependents and this item has dependents of its own: if
             // one of those is itself waiting, the chain is a cycle; unblock our references so
             // the owner's foreground deletion can proceed.
@@ -193,35 +198,43 @@ impl<C: Cluster> Collector<C> {
                 if deleting {
                     tracing::debug!(item = %identity, dependent = ?dep.uid, "processing item: at least one owner of item has FinalizerDeletingDependents, and the item itself has dependents, one of which is also deletingDependents: unblocking the owner references");
                     let strategic = patch::unblock_owner_refs_strategic(identity.uid, &item.owners);
-                    let graph_owners = &item.owners;
-                    self.patch_with_fallback(identity, strategic, |current| {
-                        patch::unblock_owner_refs_json_merge(
-                            &current.resource_version,
-                            graph_owners,
-                        )
-                    })
-                    .await
-                    .map_err(|e| {
-                        ItemError::cluster(format_args!("cannot unblock {identity}"), e)
-                    })?;
+                    let view = View { meta: &latest, from_graph };
+                    if let Err(e) = self
+                        .patch_with_fallback(identity, strategic, Some(view), |current| {
+                            patch::unblock_owner_refs_json_merge(
+                                &current.resource_version,
+                                &current.owner_references,
+                            )
+                        })
+                        .await
+                    {
+                        return Err(self.write_failed(
+                            item,
+                            view,
+                            format_args!("cannot unblock {identity}"),
+                            e,
+                        ));
+                    }
                     break;
                 }
             }
             tracing::debug!(item = %identity, "at least one owner of item has FinalizerDeletingDependents, and the item itself has dependents, so it is going to be deleted in Foreground");
             PropagationPolicy::Foreground
-        } else if latest.has_finalizer(FINALIZER_ORPHAN) {
-            // Honour the item's own pre-existing deletion preference.
-            PropagationPolicy::Orphan
-        } else if latest.has_finalizer(FINALIZER_DELETE_DEPENDENTS) {
-            PropagationPolicy::Foreground
         } else {
-            PropagationPolicy::Background
+            policy_for_finalizers(&latest)
         };
         tracing::debug!(item = %identity, propagation_policy = policy.as_str(), "Deleting item");
-        match self
-            .delete_object(identity, &latest.resource_version, &latest.owner_references, policy)
-            .await
-        {
+        let view = View { meta: &latest, from_graph };
+        // The policy the same decision would give on another version of the object (the
+        // delete's conflict path checks it on the live one).
+        let policy_for = |meta: &ObjectMeta| {
+            if waiting_with_dependents {
+                PropagationPolicy::Foreground
+            } else {
+                policy_for_finalizers(meta)
+            }
+        };
+        match self.delete_object(identity, view, policy, policy_for).await {
             Ok(()) => {
                 self.stats.record_deletion();
                 Ok(DeleteItemResult::Deleted)
@@ -230,8 +243,26 @@ impl<C: Cluster> Collector<C> {
                 self.enqueue_virtual_delete_event(identity);
                 Err(ItemError::EnqueuedVirtualDeleteEvent)
             }
-            Err(e) => Err(ItemError::cluster(format_args!("cannot delete {identity}"), e)),
+            Err(e) => {
+                Err(self.write_failed(item, view, format_args!("cannot delete {identity}"), e))
+            }
         }
+    }
+
+    /// A write decided on `view` failed. A conflict on a write decided from the graph's copy
+    /// means the copy is stale: the item's next decision reads it live.
+    fn write_failed(
+        &self,
+        item: &NodeView,
+        view: View<'_>,
+        context: std::fmt::Arguments<'_>,
+        error: ClusterError,
+    ) -> ItemError {
+        if view.from_graph && matches!(error, ClusterError::Conflict(_)) {
+            self.stats.stale_view_conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.stale_copies.lock().insert(item.key());
+        }
+        ItemError::cluster(context, error)
     }
 
     /// The item as the graph observed it, standing in for upstream's live GET when
@@ -244,6 +275,11 @@ impl<C: Cluster> Collector<C> {
             || item.being_deleted
             || item.has_gc_finalizers
         {
+            return None;
+        }
+        if self.stale_copies.lock().remove(&item.key()) {
+            // A write decided from this copy was refused because the object had changed: the
+            // graph may still lag, so decide from a live read this time.
             return None;
         }
         let resource_version = item.resource_version?;
@@ -281,5 +317,18 @@ impl<C: Cluster> Collector<C> {
             }
         }
         Ok(DeleteItemResult::ProcessedDeletingDependents)
+    }
+}
+
+/// The propagation policy of a garbage item without waiting owners: its own pre-existing
+/// deletion preference, from its GC finalizers, else Background (upstream's
+/// `attemptToDeleteItem`, GC-SPEC.md §3.5).
+fn policy_for_finalizers(meta: &ObjectMeta) -> PropagationPolicy {
+    if meta.has_finalizer(FINALIZER_ORPHAN) {
+        PropagationPolicy::Orphan
+    } else if meta.has_finalizer(FINALIZER_DELETE_DEPENDENTS) {
+        PropagationPolicy::Foreground
+    } else {
+        PropagationPolicy::Background
     }
 }

@@ -57,7 +57,7 @@ impl<C: Cluster> Collector<C> {
         let owner_uid = [owner.uid.to_string()];
         let owner_uid = &owner_uid;
         let results = join_all(dependents.iter().map(|dep| async move {
-            match self.remove_owner_references(dep, owner_uid).await {
+            match self.remove_owner_references(dep, owner_uid, None).await {
                 Ok(_) | Err(ClusterError::NotFound) => None,
                 Err(e) => Some(format!("orphaning {dep} failed, {e}")),
             }

@@ -130,14 +130,17 @@ pub struct CollectorOptions {
     /// GET, when it is not being deleted and carries no GC finalizer. Owners are still read
     /// live, as upstream reads them.
     ///
-    /// Why this is as safe as the GET: the only write such a decision can lead to is a DELETE,
-    /// and it carries the observed resourceVersion as a precondition, so the server carries it
-    /// out only if the object is still exactly the version the decision read; any change since
-    /// (an adoption, a new owner reference) makes it fail with 409, and the retry re-reads the
-    /// object (`delete_object`'s conflict path). A patch (dangling references) removes
-    /// references by UID, which a stale view cannot widen. A decision to keep the object
-    /// writes nothing; a later change reaches the graph as an event and queues it again.
-    /// Objects whose resourceVersion is not a number take the GET, as upstream.
+    /// Why this is as safe as the GET (DESIGN.md, "Stale views"): every write such a decision
+    /// leads to is pinned to the copy's resourceVersion, so the server carries it out only if
+    /// the object is still exactly the version the decision read. The DELETE carries it as a
+    /// precondition; an ownerReference patch (dangling or waiting references, unblocking)
+    /// carries it in its body, and its JSON merge fallback is built from the copy itself. Any
+    /// change since (an adoption, a new owner, a user's own delete with `orphan`) fails the write
+    /// with 409, and the item is decided again from a live read: the conflict path of
+    /// `delete_object` decides afresh on the object it reads (never on the copy's policy), and
+    /// the item's next attempt GETs it. A decision to keep the object writes nothing; a later
+    /// change reaches the graph as an event and queues it again. Objects whose resourceVersion is
+    /// not a number take the GET, as upstream.
     pub read_items_from_graph: bool,
 }
 
@@ -152,6 +155,9 @@ pub struct CollectorStats {
     pub owner_lookups_shared: AtomicU64,
     /// Item GETs saved by [`CollectorOptions::read_items_from_graph`].
     pub item_reads_saved: AtomicU64,
+    /// Writes decided from the graph's copy of an object that the API server refused because
+    /// the object had changed since (409): each was decided again from a live read.
+    pub stale_view_conflicts: AtomicU64,
     /// Objects deleted (or whose deletion started).
     pub deleted: AtomicU64,
     /// When the first and the latest deletion happened.
@@ -165,6 +171,17 @@ impl CollectorStats {
         let mut t = self.deletion_times.lock().unwrap_or_else(|e| e.into_inner());
         *t = Some(t.map_or((now, now), |(first, _)| (first, now)));
     }
+}
+
+/// The version of an object a decision was taken on: what every write that decision leads to
+/// must be pinned to (see the safety model in DESIGN.md).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct View<'a> {
+    /// The object as the decision read it.
+    pub(crate) meta: &'a crate::ingest::ObjectMeta,
+    /// Whether `meta` is the graph's copy of the object ([`CollectorOptions::read_items_from_graph`]),
+    /// which may lag the API server, rather than a live GET.
+    pub(crate) from_graph: bool,
 }
 
 /// Why an item was queued: a pure virtual-node verification, or anything else.
@@ -245,6 +262,8 @@ pub struct Collector<C> {
     deferred_orphans: Mutex<Vec<NodeKey>>,
     /// Owner GETs in flight, shared by workers asking for the same owner at once.
     inflight: Mutex<HashMap<(String, String, String), SharedLookup>>,
+    /// Items whose graph copy a write found stale (409): their next decision reads them live.
+    stale_copies: Mutex<std::collections::HashSet<NodeKey>>,
     stats: CollectorStats,
 }
 
@@ -281,6 +300,7 @@ impl<C: Cluster> Collector<C> {
             deferred: Mutex::default(),
             deferred_orphans: Mutex::default(),
             inflight: Mutex::default(),
+            stale_copies: Mutex::default(),
             stats: CollectorStats::default(),
         }
     }

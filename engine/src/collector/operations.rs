@@ -4,10 +4,10 @@
 //! fallback, `deleteObject` with its resourceVersion precondition, `removeFinalizer`);
 //! GC-SPEC.md §5.
 
-use super::{Collector, ItemError};
+use super::{Collector, ItemError, View};
 use crate::cluster::{Cluster, ClusterError, DeleteOptions, Patch, PropagationPolicy, Resource};
 use crate::identity::ObjectReference;
-use crate::ingest::{ObjectMeta, OwnerReference};
+use crate::ingest::ObjectMeta;
 use crate::patch;
 
 /// How many times `remove_finalizer` tries on conflicts (client-go's `retry.DefaultBackoff`).
@@ -46,39 +46,60 @@ impl<C: Cluster> Collector<C> {
         Ok(self.cluster.get(&resource, &namespace, &identity.name).await)
     }
 
-    /// Upstream's `patch`: a strategic merge patch, falling back to a JSON merge patch built
-    /// from the live object when the server does not support it (415: custom resources).
+    /// Upstream's `patch`: a strategic merge patch, falling back to a JSON merge patch when the
+    /// server does not support it (415: custom resources).
+    ///
+    /// `view` is the version of the object the decision to patch was taken on, if any. A patch
+    /// decided from the graph's copy is pinned to the copy's resourceVersion, so it lands only on
+    /// the version the decision saw (409 otherwise: the caller decides again, from a live read).
+    /// The JSON merge body is built from `view` itself, owners and resourceVersion together:
+    /// JSON merge replaces the whole list, so pairing one version's owners with another's
+    /// resourceVersion would undo what changed in between.
+    ///
+    /// Divergence from upstream: upstream builds the JSON merge body from its informer's cached
+    /// copy; kube-gc keeps no object cache and uses the version the decision read (a live GET,
+    /// or the graph's copy), or, with no `view` (orphaning), a live GET.
     pub(super) async fn patch_with_fallback(
         &self,
         identity: &ObjectReference,
         strategic: Patch,
+        view: Option<View<'_>>,
         json_merge: impl FnOnce(&ObjectMeta) -> Patch,
     ) -> Result<ObjectMeta, ClusterError> {
         let (resource, namespace) = match self.locate(identity) {
             Ok(located) => located,
             Err(e) => return Err(ClusterError::NoMapping(e.to_string())),
         };
+        let strategic = match view {
+            Some(v) if v.from_graph => {
+                patch::at_resource_version(strategic, &v.meta.resource_version)
+            }
+            _ => strategic,
+        };
         match self.cluster.patch(&resource, &namespace, &identity.name, &strategic).await {
             Err(ClusterError::UnsupportedMediaType) => {
-                // Divergence from upstream: the current object comes from a live GET, not the
-                // informer's cache (kube-gc keeps no object cache); the resourceVersion in the
-                // patch keeps it optimistic either way.
-                let current = self.cluster.get(&resource, &namespace, &identity.name).await?;
-                let body = json_merge(&current);
+                let body = match view {
+                    Some(v) => json_merge(v.meta),
+                    None => {
+                        json_merge(&self.cluster.get(&resource, &namespace, &identity.name).await?)
+                    }
+                };
                 self.cluster.patch(&resource, &namespace, &identity.name, &body).await
             }
             other => other,
         }
     }
 
-    /// Removes the owner references with the given UIDs from `identity`'s object.
+    /// Removes the owner references with the given UIDs from `identity`'s object; `view` as in
+    /// [`patch_with_fallback`](Self::patch_with_fallback).
     pub(super) async fn remove_owner_references(
         &self,
         identity: &ObjectReference,
         owner_uids: &[String],
+        view: Option<View<'_>>,
     ) -> Result<ObjectMeta, ClusterError> {
         let strategic = patch::delete_owner_refs_strategic(identity.uid, owner_uids.iter());
-        self.patch_with_fallback(identity, strategic, |current| {
+        self.patch_with_fallback(identity, strategic, view, |current| {
             patch::delete_owner_refs_json_merge(
                 &current.resource_version,
                 &current.owner_references,
@@ -89,21 +110,40 @@ impl<C: Cluster> Collector<C> {
     }
 
     /// Upstream's `deleteObject` (newest, #132632): DELETE with UID and resourceVersion
-    /// preconditions; on a conflict, if the object's owner references are unchanged since
-    /// `resource_version`, retry once with the UID precondition only, so that unrelated writes
-    /// cannot starve collection while an adoption in between still wins.
+    /// preconditions (the version in `view`, the one the decision read). On a conflict, the
+    /// object is read again and the decision taken afresh on what is live:
+    ///
+    /// * gone, or another UID under the name: the object the decision was about no longer
+    ///   exists (UIDs never come back): [`ClusterError::NotFound`], the caller's absence;
+    /// * owner references changed, the object now being deleted, or its finalizers calling for
+    ///   another propagation policy (`policy_for(&live)` differs): the conflict is returned and
+    ///   the item requeued, to be decided again from a live read, never on the old decision (a
+    ///   Background DELETE of an object a user is deleting with `orphan` would make the API
+    ///   server strip that finalizer);
+    /// * otherwise the same decision stands on the live object, and the DELETE is retried once:
+    ///   with the UID precondition only, as upstream, when `view` was a live read; pinned to the
+    ///   live resourceVersion when `view` was the graph's copy.
+    ///
+    /// Divergences from upstream, both making fewer writes, never others: upstream retries
+    /// whenever the owner references are unchanged, even if the object is now being deleted or
+    /// carries another GC finalizer; and a decision from the graph's copy (upstream always
+    /// GETs) retries pinned to the version just read, so the DELETE lands only on an object
+    /// exactly as it was when the decision was checked. Unrelated writes between that read and
+    /// the DELETE (milliseconds) at worst requeue the item with backoff; they cannot make it
+    /// delete what upstream would keep.
     pub(super) async fn delete_object(
         &self,
         identity: &ObjectReference,
-        resource_version: &str,
-        owners_at_rv: &[OwnerReference],
+        view: View<'_>,
         policy: PropagationPolicy,
+        policy_for: impl Fn(&ObjectMeta) -> PropagationPolicy,
     ) -> Result<(), ClusterError> {
         let (resource, namespace) = match self.locate(identity) {
             Ok(located) => located,
             Err(e) => return Err(ClusterError::NoMapping(e.to_string())),
         };
         let uid = identity.uid.to_string();
+        let resource_version = view.meta.resource_version.as_str();
         let mut options = DeleteOptions {
             precondition_uid: Some(uid.clone()),
             precondition_resource_version: (!resource_version.is_empty())
@@ -116,15 +156,20 @@ impl<C: Cluster> Collector<C> {
             return Err(ClusterError::Conflict(conflict));
         }
         let live = self.cluster.get(&resource, &namespace, &identity.name).await?;
-        if live.uid == uid
-            && live.resource_version != resource_version
-            && live.owner_references == owners_at_rv
-        {
-            tracing::debug!(item = %identity, "retrying delete without resourceVersion, owners unchanged");
-            options.precondition_resource_version = None;
-            return self.cluster.delete(&resource, &namespace, &identity.name, &options).await;
+        if live.uid != uid {
+            tracing::debug!(item = %identity, "delete conflicted: another object has the name now, the item is gone");
+            return Err(ClusterError::NotFound);
         }
-        Err(ClusterError::Conflict(conflict))
+        let same_decision = live.resource_version != resource_version
+            && live.owner_references == view.meta.owner_references
+            && !live.deletion_timestamp
+            && policy_for(&live) == policy;
+        if !same_decision {
+            return Err(ClusterError::Conflict(conflict));
+        }
+        tracing::debug!(item = %identity, "retrying delete: owners, deletion state and policy unchanged");
+        options.precondition_resource_version = view.from_graph.then_some(live.resource_version);
+        self.cluster.delete(&resource, &namespace, &identity.name, &options).await
     }
 
     /// Upstream's `removeFinalizer`: GET, drop `finalizer`, JSON merge patch with the
