@@ -9,12 +9,17 @@ use clap::{ArgAction, Parser};
 /// Upstream's `DefaultIgnoredResources()`: events are never garbage collected.
 pub const DEFAULT_IGNORED_RESOURCES: &str = "events,events.events.k8s.io";
 
+/// `kube-gc --version`: the crate's version and the commit it was built from (`build.rs`).
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("KUBE_GC_GIT_COMMIT"), ")");
+
 /// kube-gc: the Kubernetes garbage collector (ownerReference cascading deletion).
 ///
-/// Run kube-controller-manager with `--controllers=*,-garbagecollector` (1.20;
-/// `-garbage-collector-controller` in newer releases) and this in its place.
+/// Run kube-controller-manager with `--controllers=*,-garbage-collector-controller` (the
+/// controller's canonical name since v1.28; `garbagecollector` before, still accepted as an
+/// alias) and this in its place.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "kube-gc", version, about, long_about = None)]
+#[command(name = "kube-gc", version = VERSION, about, long_about = None)]
 pub struct Flags {
     /// Path to a kubeconfig. Without it, $KUBECONFIG, ~/.kube/config, then the in-cluster
     /// service account are tried, in that order.
