@@ -70,6 +70,15 @@ struct Env<C: Cluster> {
 
 impl<C: Cluster> Env<C> {
     fn new(cluster: C, options: CollectorOptions) -> Env<C> {
+        Env::configured(cluster, options, |c| c)
+    }
+
+    /// As [`Env::new`], with `configure` applied to the collector.
+    fn configured(
+        cluster: C,
+        options: CollectorOptions,
+        configure: impl FnOnce(Collector<C>) -> Collector<C>,
+    ) -> Env<C> {
         let cluster = Arc::new(cluster);
         let graph = Arc::new(Graph::new(4).unwrap());
         let changes = Arc::new(PendingGraphChanges::new());
@@ -84,6 +93,7 @@ impl<C: Cluster> Env<C> {
             changes.clone(),
         )
         .with_options(options);
+        let collector = configure(collector);
         Env { ingester: Ingester::new(graph.clone(), 2), cluster, graph, collector, changes }
     }
 
@@ -609,4 +619,42 @@ fn a_patch_decided_from_the_graphs_copy_never_lands_on_a_newer_version() {
         env.cluster.object(&pods(), "ns1", "web-1")
     );
     assert_eq!(env.collector.stats().stale_view_conflicts.load(Ordering::Relaxed), 1);
+}
+
+/// Beyond upstream (issue #11, "Liveness"): a dependent the graph did not know when its owner
+/// was orphaned (its resource not synced yet, or its add event still in flight: upstream's
+/// race #26120) keeps its reference to the orphaned owner. Upstream later finds that owner
+/// absent and deletes the dependent; kube-gc remembers whom it orphaned and removes the
+/// reference instead, as the orphaning would have. With no memory (capacity 0), upstream's
+/// behaviour.
+#[test]
+fn a_dependent_seen_after_its_owner_was_orphaned_is_orphaned_too() {
+    for (capacity, kept) in
+        [(kube_gc_engine::collector::orphaned_owners::DEFAULT_CAPACITY, true), (0, false)]
+    {
+        let mut owner = rs();
+        owner.deletion_timestamp = true;
+        owner.finalizers = vec!["orphan".into()];
+        let cluster =
+            cluster_with(&[(pods(), pod(1)), (pods(), pod(2)), (replicasets(), owner.clone())]);
+        let mut env =
+            Env::configured(cluster, from_graph(), |c| c.with_orphaned_owners_capacity(capacity));
+        // Only web-1 is known when the owner's orphaning runs.
+        env.observe(EventType::Add, pod_type(), stored(&env, "web-1"));
+        env.observe(EventType::Add, rs_type(), owner.clone());
+        block_on(env.collector.process_attempt_to_orphan_worker());
+        assert!(env.cluster.object(&replicasets(), "ns1", "web").is_none(), "owner not finalized");
+        env.observe(EventType::Delete, rs_type(), owner.clone());
+        // web-2 arrives late, still pointing at the orphaned owner.
+        env.observe(EventType::Add, pod_type(), stored(&env, "web-2"));
+        env.drain_attempt_to_delete(20);
+        let web2 = env.cluster.object(&pods(), "ns1", "web-2");
+        assert_eq!(web2.is_some(), kept, "capacity {capacity}: {web2:?}");
+        if let Some(web2) = web2 {
+            assert!(web2.owner_references.is_empty(), "{web2:?}");
+            assert_eq!(env.collector.stats().late_orphans.load(Ordering::Relaxed), 1);
+        }
+        let web1 = env.cluster.object(&pods(), "ns1", "web-1").expect("orphaned web-1 kept");
+        assert!(web1.owner_references.is_empty());
+    }
 }

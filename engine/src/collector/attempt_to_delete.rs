@@ -116,7 +116,7 @@ impl<C: Cluster> Collector<C> {
             tracing::trace!(item = %identity, "processing item returned at once, because its DeletionTimestamp is non-nil");
             return Ok(DeleteItemResult::Kept);
         }
-        let (read, from_graph) = match self.observed_state(item) {
+        let (read, mut from_graph) = match self.observed_state(item) {
             Some(observed) => (Ok(observed), true),
             None => (self.get_object(identity).await?, false),
         };
@@ -142,6 +142,42 @@ impl<C: Cluster> Collector<C> {
             }
             return self.process_deleting_dependents_item(item).await;
         }
+        let late: Vec<String> = latest
+            .owner_references
+            .iter()
+            .filter(|r| self.orphaned.contains(crate::Uid::parse(&r.uid)))
+            .map(|r| r.uid.clone())
+            .collect();
+        let latest = if late.is_empty() {
+            latest
+        } else {
+            // Owners this collector orphaned while this dependent was not in the graph yet:
+            // remove their references, the write their orphaning would have made (see
+            // `OrphanedOwners`), then decide on what remains.
+            tracing::debug!(item = %identity, owners = ?late, "removing references to owners orphaned before the item was observed");
+            let view = View { meta: &latest, from_graph };
+            match self.remove_owner_references(identity, &late, Some(view)).await {
+                Ok(patched) => {
+                    self.stats
+                        .late_orphans
+                        .fetch_add(late.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    from_graph = false;
+                    patched
+                }
+                Err(ClusterError::NotFound) => {
+                    self.enqueue_virtual_delete_event(identity);
+                    return Err(ItemError::EnqueuedVirtualDeleteEvent);
+                }
+                Err(e) => {
+                    return Err(self.write_failed(
+                        item,
+                        view,
+                        format_args!("cannot remove references to orphaned owners from {identity}"),
+                        e,
+                    ));
+                }
+            }
+        };
         // The live owner references, not the graph's.
         let owners: Vec<_> =
             latest.owner_references.iter().map(patch::owner_ref_from_api).collect();

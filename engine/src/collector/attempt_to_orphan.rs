@@ -37,7 +37,10 @@ impl<C: Cluster> Collector<C> {
             return Outcome::Requeue;
         }
         match self.remove_finalizer(&owner.identity, FINALIZER_ORPHAN).await {
-            Ok(()) => Outcome::Forget,
+            Ok(()) => {
+                self.orphaned.record(owner.identity.uid);
+                Outcome::Forget
+            }
             Err(e) => {
                 tracing::warn!(owner = %owner.identity, error = %e, "removeOrphanFinalizer failed");
                 Outcome::Requeue

@@ -23,6 +23,7 @@ mod attempt_to_delete;
 mod attempt_to_orphan;
 mod classify;
 mod operations;
+pub mod orphaned_owners;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -40,6 +41,7 @@ use crate::queue::WorkQueue;
 use crate::sync::{Arc, Mutex};
 
 pub use attempt_to_delete::DeleteItemResult;
+pub use orphaned_owners::OrphanedOwners;
 
 /// What a worker does with an item after processing it (upstream's `forgetItem` /
 /// `requeueItem`).
@@ -149,6 +151,9 @@ pub struct CollectorOptions {
 pub struct CollectorStats {
     /// Items skipped by [`CollectorOptions::skip_observed_verification`].
     pub verifications_skipped: AtomicU64,
+    /// References to owners this collector orphaned, removed from dependents seen too late
+    /// to be orphaned with the others ([`OrphanedOwners`]).
+    pub late_orphans: AtomicU64,
     /// Items deferred until synced ([`CollectorOptions::early_collection`]).
     pub deferred_until_synced: AtomicU64,
     /// Owner lookups answered by a concurrent worker's identical request.
@@ -264,6 +269,8 @@ pub struct Collector<C> {
     inflight: Mutex<HashMap<(String, String, String), SharedLookup>>,
     /// Items whose graph copy a write found stale (409): their next decision reads them live.
     stale_copies: Mutex<std::collections::HashSet<NodeKey>>,
+    /// Owners this collector orphaned, whose late-seen dependents keep living.
+    orphaned: OrphanedOwners,
     stats: CollectorStats,
 }
 
@@ -301,6 +308,7 @@ impl<C: Cluster> Collector<C> {
             deferred_orphans: Mutex::default(),
             inflight: Mutex::default(),
             stale_copies: Mutex::default(),
+            orphaned: OrphanedOwners::new(orphaned_owners::DEFAULT_CAPACITY),
             stats: CollectorStats::default(),
         }
     }
@@ -313,6 +321,19 @@ impl<C: Cluster> Collector<C> {
         self.options = options;
         self.warming_up = AtomicBool::new(options.early_collection);
         self
+    }
+
+    /// Sets how many orphaned owners are remembered (see [`OrphanedOwners`]; default
+    /// [`orphaned_owners::DEFAULT_CAPACITY`], 0 for upstream's behaviour).
+    #[must_use]
+    pub fn with_orphaned_owners_capacity(mut self, capacity: usize) -> Self {
+        self.orphaned = OrphanedOwners::new(capacity);
+        self
+    }
+
+    /// The owners this collector orphaned.
+    pub fn orphaned_owners(&self) -> &OrphanedOwners {
+        &self.orphaned
     }
 
     /// The options in force.

@@ -1,0 +1,93 @@
+//! The owners the collector orphaned: a bounded memory of their UIDs.
+//!
+//! Upstream's `orphanDependents` removes an owner's reference from the dependents its graph
+//! knows, then the owner's `orphan` finalizer, and the owner goes. A dependent the graph did not
+//! know yet (its resource had not synced, or its add event was still in flight: upstream's known
+//! race, #26120) keeps its reference to the owner, and once it is observed the collector finds
+//! that owner absent and deletes it as garbage: the opposite of what the user asked for.
+//!
+//! kube-gc remembers the UIDs of the owners it orphaned (bounded, least recently used first
+//! out). A dependent seen later with a reference to one of them has that reference removed, the
+//! very write upstream's `orphanDependents` would have made had the dependent been in its graph,
+//! instead of being collected. UIDs are never reused, so a reference to a remembered UID can only
+//! mean the owner that was orphaned. Forgetting (eviction, a restart) falls back to upstream's
+//! behaviour, never to another write.
+
+use lru::LruCache;
+
+use crate::identity::Uid;
+use crate::sync::Mutex;
+
+/// How many orphaned owners are remembered by default (about 4 MiB when full).
+pub const DEFAULT_CAPACITY: usize = 1 << 16;
+
+/// A thread-safe LRU set of the UIDs of owners whose `orphan` finalizer the collector removed.
+pub struct OrphanedOwners {
+    capacity: usize,
+    entries: Mutex<LruCache<Uid, ()>>,
+}
+
+impl std::fmt::Debug for OrphanedOwners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrphanedOwners")
+            .field("capacity", &self.capacity)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl OrphanedOwners {
+    /// An empty set remembering at most `capacity` owners (0 remembers none).
+    pub fn new(capacity: usize) -> OrphanedOwners {
+        // Unbounded as far as `lru` knows (it would preallocate the whole capacity); `record`
+        // evicts by hand.
+        OrphanedOwners { capacity, entries: Mutex::new(LruCache::unbounded()) }
+    }
+
+    /// Remembers that the owner `uid` was orphaned.
+    pub fn record(&self, uid: Uid) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut entries = self.entries.lock();
+        entries.put(uid, ());
+        while entries.len() > self.capacity {
+            entries.pop_lru();
+        }
+    }
+
+    /// Whether the owner `uid` was orphaned by the collector (and is still remembered).
+    pub fn contains(&self, uid: Uid) -> bool {
+        self.entries.lock().get(&uid).is_some()
+    }
+
+    /// How many owners are remembered.
+    pub fn len(&self) -> usize {
+        self.entries.lock().len()
+    }
+
+    /// Whether none is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_at_most_its_capacity_least_recently_used_out() {
+        let set = OrphanedOwners::new(2);
+        let (a, b, c) = (Uid::from_u128(1), Uid::from_u128(2), Uid::from_u128(3));
+        set.record(a);
+        set.record(b);
+        assert!(set.contains(a)); // a is now the most recently used
+        set.record(c);
+        assert!(set.contains(a) && set.contains(c) && !set.contains(b));
+        assert_eq!(set.len(), 2);
+        let none = OrphanedOwners::new(0);
+        none.record(a);
+        assert!(none.is_empty());
+    }
+}
