@@ -52,12 +52,19 @@ pub struct Metrics {
     /// Time spent applying batches, in microseconds.
     pub ingest_micros: Counter,
     warmup_seconds: Mutex<BTreeMap<String, f64>>,
+    unsynced: Mutex<Vec<String>>,
 }
 
 impl Metrics {
     /// Records how long `resource` took from its watcher's start to the end of its initial list.
     pub fn set_warmup_seconds(&self, resource: &str, seconds: f64) {
         self.warmup_seconds.lock().expect("metrics lock").insert(resource.to_owned(), seconds);
+    }
+
+    /// Records the resources whose watcher has not delivered its initial list although the
+    /// collector proceeds (past `--initial-sync-timeout`); empty once every one has synced.
+    pub fn set_unsynced(&self, resources: &[String]) {
+        *self.unsynced.lock().expect("metrics lock") = resources.to_vec();
     }
 
     /// Renders every metric.
@@ -164,6 +171,19 @@ impl Metrics {
             "Seconds from a watcher's start to the end of its initial list",
             &warmup,
         );
+        let unsynced: Vec<_> = self
+            .unsynced
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .map(|r| (format!("{{resource=\"{r}\"}}"), 1.0))
+            .collect();
+        metric(
+            "kube_gc_unsynced_resource",
+            "gauge",
+            "1 for each resource whose watcher has not synced while the collector proceeds without it (past --initial-sync-timeout)",
+            &unsynced,
+        );
         let verbs = [
             ("get", calls.get.load(Ordering::Relaxed)),
             ("patch", calls.patch.load(Ordering::Relaxed)),
@@ -215,6 +235,12 @@ pub fn render_collector(
         "counter",
         "Owner GETs answered by a concurrent identical request",
         get(&stats.owner_lookups_shared),
+    );
+    one(
+        "kube_gc_stale_view_conflicts_total",
+        "counter",
+        "Writes decided from the graph's copy of an object refused because it had changed (decided again from a live read)",
+        get(&stats.stale_view_conflicts),
     );
     one(
         "kube_gc_item_reads_saved_total",

@@ -91,7 +91,9 @@ pub struct Controller {
     pub ready: Arc<AtomicBool>,
     sync: Arc<SyncState>,
     tx: mpsc::Sender<IngestMsg>,
-    watchers: HashMap<String, (Resource, JoinHandle<()>)>,
+    /// Each watcher: its resource, its task, and when it started (its own sync timeout counts
+    /// from then).
+    watchers: HashMap<String, (Resource, JoinHandle<()>, tokio::time::Instant)>,
     ignored: BTreeSet<String>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -210,7 +212,7 @@ impl Controller {
         let mut wanted = found.deletable.clone();
         // A group that failed discovery keeps the watchers it had (client-go's
         // ErrGroupDiscoveryFailed handling in upstream's Sync).
-        for (key, (resource, _)) in &self.watchers {
+        for (key, (resource, _, _)) in &self.watchers {
             let gv = if resource.group.is_empty() {
                 resource.version.clone()
             } else {
@@ -225,7 +227,7 @@ impl Controller {
         for key in current {
             let keep = wanted.get(&key).is_some_and(|r| *r == self.watchers[&key].0);
             if !keep {
-                let (_, handle) = self.watchers.remove(&key).expect("present");
+                let (_, handle, _) = self.watchers.remove(&key).expect("present");
                 handle.abort();
                 self.sync.forget(&key);
                 removed.push(key);
@@ -238,13 +240,12 @@ impl Controller {
             let handle = tokio::spawn(run_watcher(
                 self.client.clone(),
                 resource.clone(),
-                self.graph.clone(),
                 self.tx.clone(),
                 self.flags.batch_size as usize,
                 self.metrics.clone(),
                 self.flags.list_from_watch_cache,
             ));
-            self.watchers.insert(key.clone(), (resource, handle));
+            self.watchers.insert(key.clone(), (resource, handle, tokio::time::Instant::now()));
             added.push(key);
         }
         if !added.is_empty() || !removed.is_empty() {
@@ -258,15 +259,48 @@ impl Controller {
         self.sync.all_synced(self.watchers.keys())
     }
 
-    /// Waits until synced, at most `timeout`; returns whether it synced.
-    pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
+    /// Waits until every watcher has synced, at most `period`, and ends warm-up (every decision
+    /// allowed again) as soon as either every watcher has synced, or every watcher still
+    /// unsynced has had `--initial-sync-timeout` since it started. Returns whether every
+    /// watcher has synced.
+    ///
+    /// Liveness (DESIGN.md): a resource that never syncs (a custom resource whose preferred
+    /// version cannot be listed) delays the decisions that read the dependents set for that
+    /// bounded time only, at start and for resources discovered later alike; then kube-gc
+    /// proceeds as upstream >= v1.32 does after its sync timeout, and says which resources it
+    /// proceeds without (log and `kube_gc_unsynced_resource`).
+    pub async fn settle(&self, period: Duration) -> bool {
+        let until = tokio::time::Instant::now() + period;
         loop {
             let notified = self.sync.changed.notified();
             if self.is_synced() {
+                self.metrics.set_unsynced(&[]);
+                self.collector.finish_warm_up();
                 return true;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            let unsynced = self.sync.unsynced(self.watchers.keys());
+            // Every unsynced watcher's own deadline must have passed.
+            let deadline = unsynced
+                .iter()
+                .filter_map(|k| self.watchers.get(k))
+                .map(|(_, _, started)| *started + self.flags.initial_sync_timeout)
+                .max()
+                .unwrap_or(until);
+            if tokio::time::Instant::now() >= deadline {
+                if self.collector.is_warming_up() {
+                    tracing::warn!(
+                        ?unsynced,
+                        timeout = ?self.flags.initial_sync_timeout,
+                        "Garbage collector: not all resource monitors could be synced, proceeding anyways"
+                    );
+                    self.collector.finish_warm_up();
+                }
+                self.metrics.set_unsynced(&unsynced);
+                return false;
+            }
+            if tokio::time::timeout_at(deadline.min(until), notified).await.is_err()
+                && tokio::time::Instant::now() >= until
+            {
                 return self.is_synced();
             }
         }
@@ -310,20 +344,10 @@ impl Controller {
             tracing::info!("early collection: collecting proven garbage while warming up");
             self.start_delete_workers();
         }
-        if self.wait_for_sync(self.flags.initial_sync_timeout).await {
+        if self.settle(self.flags.initial_sync_timeout).await {
             tracing::info!(
                 seconds = started.elapsed().as_secs_f64(),
                 "Garbage collector: all resource monitors have synced"
-            );
-            self.collector.finish_warm_up();
-        } else {
-            // Divergence from upstream (>= v1.32 proceeds with every decision, blockOwnerDeletion
-            // best effort): kube-gc proceeds, but until every watcher has synced it carries out
-            // only deletions live reads prove; orphaning and foreground finalizer removal wait.
-            let unsynced = self.sync.unsynced(self.watchers.keys());
-            tracing::warn!(
-                ?unsynced,
-                "Garbage collector: not all resource monitors could be synced, proceeding anyways (decisions that need the full graph wait for sync)"
             );
         }
         self.ready.store(true, Ordering::Release);
@@ -345,11 +369,9 @@ impl Controller {
                         self.metrics.resources_sync_errors.inc();
                         continue;
                     }
-                    if !self.wait_for_sync(self.flags.resync_period).await {
+                    if !self.settle(self.flags.resync_period).await {
                         tracing::warn!("timed out waiting for dependency graph builder sync during GC sync");
                         self.metrics.resources_sync_errors.inc();
-                    } else {
-                        self.collector.finish_warm_up();
                     }
                 }
             }
@@ -361,7 +383,7 @@ impl Controller {
         tracing::info!("Shutting down controller");
         self.collector.attempt_to_delete_queue().shut_down();
         self.collector.attempt_to_orphan_queue().shut_down();
-        for (_, (_, h)) in self.watchers.drain() {
+        for (_, (_, h, _)) in self.watchers.drain() {
             h.abort();
         }
         for t in self.tasks.drain(..) {

@@ -303,6 +303,14 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
                 .await,
             );
         }
+        if wanted("unlistable_crd_added_while_running") {
+            f_runs.push(
+                run_one(&client, &mut kgc, "unlistable_crd_added_while_running", &suffix, |cx| {
+                    Box::pin(faults::unlistable_crd_added_while_running(cx))
+                })
+                .await,
+            );
+        }
         if wanted("leader_election_single_leader_failover_and_loss") {
             f_runs.push(
                 run_one(

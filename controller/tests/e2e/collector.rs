@@ -205,6 +205,15 @@ impl Collector {
         matches!(http_get(self.debug_port, "/readyz"), Ok((200, _)))
     }
 
+    /// kube-gc's whole `/metrics` exposition.
+    pub fn metrics_text(&self) -> anyhow::Result<String> {
+        let (code, body) = http_get(self.debug_port, "/metrics")?;
+        if code != 200 {
+            bail!("/metrics answered {code}");
+        }
+        Ok(body)
+    }
+
     /// A sample of kube-gc's `/metrics` without labels, e.g. `kube_gc_deleted_total`.
     pub fn metric(&self, name: &str) -> anyhow::Result<f64> {
         let (code, body) = http_get(self.debug_port, "/metrics")?;

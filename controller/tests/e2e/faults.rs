@@ -10,7 +10,7 @@ use anyhow::{Context, bail, ensure};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::cluster::{Ctx, Del, Kind, OwnerRef, Snapshot, Wait, config_map, pod, workload};
+use super::cluster::{Ctx, Del, Kind, OwnerRef, Snapshot, Wait, config_map, pod, rc, workload};
 
 /// The flags that make a cascade slow enough to interrupt: each collected pod costs a GET
 /// and a DELETE.
@@ -449,7 +449,9 @@ async fn early_garbage_and_control(
 /// Starts kube-gc with `--early-collection` (slow client, so that collecting takes seconds)
 /// and waits until it has deleted something while still warming up.
 async fn start_early_collection(cx: &mut Ctx<'_>) -> anyhow::Result<f64> {
-    let mut flags = vec!["--early-collection"];
+    // The stall must hold the warm-up open for the whole scenario: past the initial sync
+    // timeout, kube-gc would proceed with every decision.
+    let mut flags = vec!["--early-collection", "--initial-sync-timeout=600s"];
     flags.extend(SLOW);
     cx.collector.spawn(&flags)?;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -517,6 +519,82 @@ where
     removed?;
     cx.collector.stop()?;
     cx.collector.start(&[])
+}
+
+/// Issue #11's confirmed stall: with kube-gc synced and collecting, a CRD whose preferred
+/// version cannot be listed (a [`Stall`]) is added. Its watcher never syncs; re-discovery used
+/// to put the whole collector back in warm-up for ever, so that no orphan or foreground deletion
+/// completed and no dangling reference beside a live owner was removed. Now the new resource
+/// holds those decisions for `--initial-sync-timeout` only (5 s here), then kube-gc proceeds as
+/// upstream >= v1.32 does: each case completes within its usual time, and nothing live is
+/// deleted.
+pub async fn unlistable_crd_added_while_running(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    cx.collector.stop()?;
+    cx.collector.start(&["--initial-sync-timeout=5s"])?;
+    let stall = Stall::create(cx, "w").await?;
+    let result = unlistable_crd_cases(cx, &stall).await;
+    let removed = stall.remove(cx).await;
+    ensure!(cx.collector.is_running(), "kube-gc exited:\n{}", cx.collector.log_tail(30));
+    cx.collector.stop()?;
+    cx.collector.start(&[])?;
+    result?;
+    removed
+}
+
+async fn unlistable_crd_cases(cx: &mut Ctx<'_>, stall: &Stall) -> anyhow::Result<()> {
+    cx.create("stall-owner", stall.kind("v1"), json!({})).await?;
+    stall.check_stalls(cx).await?;
+    // Re-discovery (every 2 s here) starts the stalled resource's watcher.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cx.collector.log_since_start().contains(&format!("stalls.{}", stall.group)) {
+        ensure!(Instant::now() < deadline, "kube-gc never discovered {}", stall.group);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    const RC: &str = "ReplicationController";
+    cx.create("orphan-owner", Kind::rc(), rc(&[], &[])).await?;
+    cx.create("fg-owner", Kind::rc(), rc(&[], &[])).await?;
+    cx.create("solid", Kind::rc(), rc(&[], &[])).await?;
+    let orphan_owner = cx.owner("orphan-owner");
+    let fg_owner = cx.owner("fg-owner").block(true);
+    let solid = cx.owner("solid");
+    let ghost = OwnerRef::new("v1", RC, "ghost", &cx.fake_uuid("ghost"));
+    cx.create("orphaned", Kind::pod(), pod(&[orphan_owner], &[])).await?;
+    cx.create("fg-dep", Kind::pod(), pod(&[fg_owner], &[])).await?;
+    cx.create("dangling", Kind::pod(), pod(&[solid.clone(), ghost], &[])).await?;
+    cx.create("control", Kind::pod(), pod(&[solid], &[])).await?;
+    cx.wait_observed(&["orphaned", "fg-dep", "dangling", "control"], Duration::from_secs(60))
+        .await?;
+    cx.delete("orphan-owner", Del::Orphan).await?;
+    cx.delete("fg-owner", Del::Foreground).await?;
+    let solid_only = format!("live owners=[{RC}/solid]");
+    cx.expect(
+        "orphan, foreground and dangling cases complete beside an unsynced resource",
+        &[
+            ("orphan-owner", "gone"),
+            ("orphaned", "live"),
+            ("fg-owner", "gone"),
+            ("fg-dep", "gone"),
+            ("solid", "live"),
+            ("dangling", &solid_only),
+            ("control", &solid_only),
+            ("stall-owner", "live"),
+        ],
+        Wait::DEFAULT,
+    )
+    .await?;
+    let log = cx.collector.log_since_start();
+    ensure!(
+        log.contains("not all resource monitors could be synced, proceeding anyways"),
+        "kube-gc did not say it proceeds without the stalled resource"
+    );
+    let metrics = cx.collector.metrics_text()?;
+    ensure!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("kube_gc_unsynced_resource{") && l.contains(&stall.group)),
+        "the unsynced resource is not exported"
+    );
+    Ok(())
 }
 
 /// `--early-collection`, kube-apiserver killed (`kill -9`) once kube-gc has started deleting
@@ -594,7 +672,9 @@ pub async fn early_collection_kube_gc_kill_9_during_warm_up(
             let deleted = start_early_collection(cx).await?;
             cx.collector.kill9()?;
             eprintln!("    · kube-gc killed during warm-up, {deleted} deletions in");
-            let mut flags = vec!["--early-collection"];
+            // The stall must hold the warm-up open for the whole scenario: past the initial sync
+            // timeout, kube-gc would proceed with every decision.
+            let mut flags = vec!["--early-collection", "--initial-sync-timeout=600s"];
             flags.extend(SLOW);
             cx.collector.spawn(&flags)?;
             let deadline = Instant::now() + Duration::from_secs(60);
