@@ -473,15 +473,17 @@ fn orphaning_removes_owner_references_then_the_orphan_finalizer() {
 
     assert!(block_on(env.gc.process_attempt_to_orphan_worker()));
     let actions = env.cluster.take_actions();
-    assert_eq!(actions.len(), 4, "{actions:?}");
-    let mut patches = actions[..2].to_vec();
+    assert_eq!(actions.len(), 5, "{actions:?}");
+    // The owner is read live first: it still asks for orphaning.
+    assert_eq!(actions[0], "get /v1, Resource=replicationcontrollers ns=ns1 name=rc1");
+    let mut patches = actions[1..3].to_vec();
     patches.sort();
     assert_eq!(
         patches,
         ["patch /v1, Resource=pods ns=ns1 name=pa", "patch /v1, Resource=pods ns=ns1 name=pb"]
     );
     assert_eq!(
-        actions[2..],
+        actions[3..],
         [
             "get /v1, Resource=replicationcontrollers ns=ns1 name=rc1",
             "patch /v1, Resource=replicationcontrollers ns=ns1 name=rc1",
@@ -494,6 +496,27 @@ fn orphaning_removes_owner_references_then_the_orphan_finalizer() {
     assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none(), "orphan finalizer kept");
     assert!(env.gc.attempt_to_orphan_queue().pending().is_empty());
     assert_eq!(env.gc.attempt_to_orphan_queue().num_requeues(&key), 0);
+}
+
+/// The graph still shows the owner being orphaned, but the user has since deleted it again
+/// with Background propagation (the API server dropped `orphan` and removed it): orphaning its
+/// dependents now would be a write no decision on the live state makes. The owner is read
+/// first, and nothing is written.
+#[test]
+fn orphaning_skips_an_owner_no_longer_asking_for_it() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    env.create(&pods(), object(&pods(), "pa", "pau", vec![owner_ref(&rcs, "rc1", "rcu", None)]));
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    env.cluster.delete_object(&rcs, "ns1", "rc1").unwrap();
+    env.cluster.take_actions();
+    assert!(block_on(env.gc.process_attempt_to_orphan_worker()));
+    assert_eq!(
+        env.cluster.take_actions(),
+        ["get /v1, Resource=replicationcontrollers ns=ns1 name=rc1"]
+    );
+    let pod = env.cluster.object(&pods(), "ns1", "pa").unwrap();
+    assert_eq!(pod.owner_references.len(), 1, "orphaned on a stale graph");
 }
 
 #[test]

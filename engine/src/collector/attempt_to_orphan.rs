@@ -26,6 +26,30 @@ impl<C: Cluster> Collector<C> {
         }
         // The owner as the graph knows it; a node gone from the graph has nothing to orphan.
         let Some(owner) = self.graph.node(key.uid) else { return Outcome::Forget };
+        // Divergence from upstream, which orphans on its graph's word alone: the owner is read
+        // live first, and orphaned only if it still asks for it (being deleted, `orphan`
+        // finalizer, same UID). A user may have deleted it again with another policy since
+        // (the API server then drops `orphan`), or it may be gone: orphaning its dependents
+        // then would be a write no decision on the live state makes. One GET per orphaned
+        // owner, not per dependent.
+        match self.get_object(&owner.identity).await {
+            Ok(Ok(live))
+                if live.uid == owner.identity.uid.to_string()
+                    && live.deletion_timestamp
+                    && live.has_finalizer(FINALIZER_ORPHAN) => {}
+            Ok(Ok(_)) | Ok(Err(ClusterError::NotFound)) => {
+                tracing::debug!(owner = %owner.identity, "owner no longer being orphaned, skipping attemptToOrphan");
+                return Outcome::Forget;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(owner = %owner.identity, error = %e, "cannot read the owner to orphan");
+                return Outcome::Requeue;
+            }
+            Err(e) => {
+                tracing::warn!(owner = %owner.identity, error = %e, "cannot read the owner to orphan");
+                return Outcome::Requeue;
+            }
+        }
         let dependents: Vec<ObjectReference> = self
             .graph
             .dependents(key.uid)

@@ -10,8 +10,6 @@
 //! "is any reference of this dependent potentially invalid") is emitted as an [`Out`] record
 //! tagged with its position, and resolved after the batch by [`super::Ingester`], in order.
 
-use smallvec::SmallVec;
-
 use super::diff::{EdgeKind, EdgeOp, SUB_END};
 use super::event::EventType;
 use super::output::Enqueue;
@@ -183,11 +181,9 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 if !ev.is_virtual && n.ty != ev.ty {
                     n.ty = ev.ty; // #137036
                 }
-                let changed = {
-                    let old: SmallVec<[RefView<'_>; 1]> =
-                        n.owners.iter().map(RefView::of).collect();
-                    !rules::references_diffs(&old, &ev.owners).is_empty()
-                };
+                // Exactly the event's list whenever it differs, repeated UIDs included (an
+                // empty references diff does not mean an unchanged list; see diff.rs).
+                let changed = !n.owners.iter().map(RefView::of).eq(ev.owners.iter().copied());
                 if changed {
                     n.owners = ev.owners.iter().map(|r| r.to_owner_ref()).collect();
                 }

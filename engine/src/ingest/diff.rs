@@ -118,7 +118,11 @@ pub(crate) fn diff_shard<'x, 'e: 'x>(
                 // (b) on an observed node: the diff against its current owners.
                 let ty = if ev.is_virtual { ty } else { ev.ty };
                 let diff = rules::references_diffs(&owners, &ev.owners);
-                if diff.is_empty() {
+                // An empty diff can hide a changed list when a UID repeats (the diff keeps one
+                // reference per UID): the node must still hold exactly the new list, since the
+                // collector decides from it at the node's resourceVersion, and the owner side
+                // its new copy of the references (which of them block).
+                if diff.is_empty() && owners.iter().eq(ev.owners.iter()) {
                     Known::Observed { ty, namespace, name, owners }
                 } else {
                     for r in &diff.removed {

@@ -199,6 +199,12 @@ impl SequentialGraph {
                 let old: Vec<OwnerRef> = existing.owners.clone();
                 let old_views: Vec<RefView<'_>> = old.iter().map(RefView::of).collect();
                 let diff = rules::references_diffs(&old_views, &ev.owners);
+                if diff.is_empty() && !old_views.iter().eq(ev.owners.iter()) {
+                    // A changed list the diff does not see (repeated UIDs): the node still
+                    // holds exactly the new list (kube-gc's divergence, see diff.rs).
+                    self.nodes.get_mut(&uid).expect("present").owners =
+                        ev.owners.iter().map(|r| r.to_owner_ref()).collect();
+                }
                 if !diff.is_empty() {
                     self.add_unblocked_owners_to_delete_queue(&diff, out);
                     self.nodes.get_mut(&uid).expect("present").owners =
