@@ -31,12 +31,13 @@ pub struct Flags {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub concurrent_gc_syncs: u32,
 
-    /// Steady queries per second to the API server for the collector's calls
-    /// (`--kube-api-qps`).
+    /// Queries per second to the API server (`--kube-api-qps`). The collector's calls run at
+    /// twice this rate, as kube-controller-manager applies it to its garbage collector since
+    /// v1.23 (see `Flags::collector_qps`); Warning events have a small budget of their own.
     #[arg(long, default_value_t = 20.0)]
     pub kube_api_qps: f64,
 
-    /// Burst above `--kube-api-qps` (`--kube-api-burst`).
+    /// Burst of the collector's calls (`--kube-api-burst`), as given.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub kube_api_burst: u32,
 
@@ -147,6 +148,13 @@ pub struct Flags {
 }
 
 impl Flags {
+    /// The collector's steady rate: twice `--kube-api-qps`, as kube-controller-manager has built
+    /// its garbage collector's metadata client since v1.23 (kubernetes#104966: `QPS *= 2`,
+    /// burst unchanged), so that the flag means what it means to the newest release.
+    pub fn collector_qps(&self) -> f64 {
+        self.kube_api_qps * 2.0
+    }
+
     /// Checks values clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         if !self.shards.is_power_of_two() || self.shards > kube_gc_engine::graph::MAX_SHARDS {
@@ -219,6 +227,7 @@ mod tests {
         assert_eq!(f.concurrent_gc_syncs, 20);
         assert_eq!(f.kube_api_qps, 20.0);
         assert_eq!(f.kube_api_burst, 30);
+        assert_eq!(f.collector_qps(), 40.0, "as kube-controller-manager >= v1.23");
         assert!(f.enable_garbage_collector);
         assert!(f.leader_elect, "kube-controller-manager's default");
         assert_eq!(f.leader_elect_lease_duration, Duration::from_secs(15));

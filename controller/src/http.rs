@@ -32,6 +32,8 @@ pub struct DebugState {
     pub metrics: Arc<Metrics>,
     /// The collector's API calls.
     pub calls: Arc<ApiCallCounts>,
+    /// What happened to the Warning events recorded.
+    pub events: Arc<crate::events::EventCounts>,
     /// Set once every watcher has synced (or the sync timeout passed).
     pub ready: Arc<AtomicBool>,
 }
@@ -62,7 +64,8 @@ async fn metrics(State(s): State<DebugState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.metrics.render(&s.graph, &queues, &s.calls)
-            + &crate::metrics::render_collector(s.collector.stats(), s.started),
+            + &crate::metrics::render_collector(s.collector.stats(), s.started)
+            + &crate::metrics::render_events(&s.events),
     )
 }
 

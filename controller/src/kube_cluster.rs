@@ -23,6 +23,8 @@ use kube_gc_engine::cluster::{
 };
 use kube_gc_engine::{ObjectMeta, ObjectType, OwnerReference};
 
+use crate::events::EventRecorder;
+
 /// Counts of API calls by verb, for `/metrics` and the benchmarks.
 #[derive(Debug, Default)]
 pub struct ApiCallCounts {
@@ -42,6 +44,7 @@ pub struct KubeCluster {
     client: Client,
     mapper: Arc<RwLock<HashMap<(String, String), Resource>>>,
     limiter: Arc<DefaultDirectRateLimiter>,
+    events: Arc<EventRecorder>,
     /// Calls made, by verb.
     pub calls: Arc<ApiCallCounts>,
 }
@@ -62,14 +65,35 @@ pub fn token_bucket(qps: f64, burst: u32) -> DefaultDirectRateLimiter {
 }
 
 impl KubeCluster {
-    /// A cluster over `client`, at most `qps` requests per second with bursts of `burst`.
+    /// A cluster over `client`, at most `qps` requests per second with bursts of `burst`;
+    /// Warning events go through an [`EventRecorder`] with a budget of their own. Must be
+    /// called within a tokio runtime (the recorder's task).
     pub fn new(client: Client, qps: f64, burst: u32) -> KubeCluster {
+        let calls: Arc<ApiCallCounts> = Arc::default();
+        let (sink_client, sink_calls) = (client.clone(), calls.clone());
+        let sink: crate::events::Sink = Arc::new(move |event| {
+            let (client, calls) = (sink_client.clone(), sink_calls.clone());
+            Box::pin(async move {
+                calls.event.fetch_add(1, Ordering::Relaxed);
+                send_event(client, event).await;
+            })
+        });
         KubeCluster {
             client,
             mapper: Arc::default(),
             limiter: Arc::new(token_bucket(qps, burst)),
-            calls: Arc::default(),
+            events: Arc::new(EventRecorder::start(
+                sink,
+                crate::events::EVENTS_QPS,
+                crate::events::EVENTS_BURST,
+            )),
+            calls,
         }
+    }
+
+    /// What happened to the Warning events recorded so far.
+    pub fn event_counts(&self) -> &Arc<crate::events::EventCounts> {
+        self.events.counts()
     }
 
     /// Replaces the restMapper's contents (after discovery).
@@ -219,45 +243,49 @@ impl Cluster for KubeCluster {
     }
 
     async fn record_event(&self, event: WarningEvent) {
-        self.limiter.until_ready().await;
-        self.calls.event.fetch_add(1, Ordering::Relaxed);
-        let involved = &event.involved;
-        // client-go's recorder files events of cluster-scoped objects in `default`.
-        let ns = match involved.namespace.as_str() {
-            "" => "default",
-            ns => ns,
-        };
-        let now = meta::Time(k8s_openapi::jiff::Timestamp::now());
-        let ev = core::Event {
-            metadata: meta::ObjectMeta {
-                generate_name: Some(format!("{}.", involved.name)),
-                namespace: Some(ns.to_owned()),
-                ..Default::default()
-            },
-            involved_object: core::ObjectReference {
-                api_version: Some(involved.ty.api_version().to_owned()),
-                kind: Some(involved.ty.kind().to_owned()),
-                name: Some(involved.name.clone()),
-                namespace: (!involved.namespace.is_cluster())
-                    .then(|| involved.namespace.as_str().to_owned()),
-                uid: Some(involved.uid.to_string()),
-                ..Default::default()
-            },
-            reason: Some(event.reason.to_owned()),
-            message: Some(event.message.clone()),
-            type_: Some("Warning".to_owned()),
-            source: Some(core::EventSource {
-                component: Some("garbage-collector-controller".to_owned()),
-                host: None,
-            }),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            count: Some(1),
+        // Never waits: queued for the recorder's own task and budget.
+        self.events.record(event);
+    }
+}
+
+/// Creates `event` as a core/v1 Event, as client-go's recorder does; failures are logged.
+async fn send_event(client: Client, event: WarningEvent) {
+    let involved = &event.involved;
+    // client-go's recorder files events of cluster-scoped objects in `default`.
+    let ns = match involved.namespace.as_str() {
+        "" => "default",
+        ns => ns,
+    };
+    let now = meta::Time(k8s_openapi::jiff::Timestamp::now());
+    let ev = core::Event {
+        metadata: meta::ObjectMeta {
+            generate_name: Some(format!("{}.", involved.name)),
+            namespace: Some(ns.to_owned()),
             ..Default::default()
-        };
-        let api: Api<core::Event> = Api::namespaced(self.client.clone(), ns);
-        if let Err(e) = api.create(&PostParams::default(), &ev).await {
-            tracing::warn!(error = %e, reason = event.reason, "failed to record event");
-        }
+        },
+        involved_object: core::ObjectReference {
+            api_version: Some(involved.ty.api_version().to_owned()),
+            kind: Some(involved.ty.kind().to_owned()),
+            name: Some(involved.name.clone()),
+            namespace: (!involved.namespace.is_cluster())
+                .then(|| involved.namespace.as_str().to_owned()),
+            uid: Some(involved.uid.to_string()),
+            ..Default::default()
+        },
+        reason: Some(event.reason.to_owned()),
+        message: Some(event.message.clone()),
+        type_: Some("Warning".to_owned()),
+        source: Some(core::EventSource {
+            component: Some("garbage-collector-controller".to_owned()),
+            host: None,
+        }),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Default::default()
+    };
+    let api: Api<core::Event> = Api::namespaced(client, ns);
+    if let Err(e) = api.create(&PostParams::default(), &ev).await {
+        tracing::warn!(error = %e, reason = event.reason, "failed to record event");
     }
 }

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod discovery;
+pub mod events;
 pub mod flags;
 pub mod http;
 pub mod kube_cluster;

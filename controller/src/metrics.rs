@@ -266,3 +266,18 @@ pub fn render_collector(
     }
     out
 }
+
+/// Renders what happened to the Warning events: sent, folded into a recent identical one, or
+/// dropped because the recorder's queue was full.
+pub fn render_events(events: &crate::events::EventCounts) -> String {
+    let mut out = String::new();
+    let name = "kube_gc_events_total";
+    let _ = writeln!(out, "# HELP {name} Warning events recorded, by what became of them");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (outcome, n) in
+        [("sent", &events.sent), ("folded", &events.folded), ("dropped", &events.dropped)]
+    {
+        let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {}", n.load(Ordering::Relaxed));
+    }
+    out
+}

@@ -108,7 +108,7 @@ impl Controller {
     /// Builds the controller and starts its ingest loop and debug server.
     pub async fn start(flags: Flags, client: Client) -> anyhow::Result<Controller> {
         let graph = Arc::new(Graph::new(flags.shards)?);
-        let cluster = KubeCluster::new(client.clone(), flags.kube_api_qps, flags.kube_api_burst);
+        let cluster = KubeCluster::new(client.clone(), flags.collector_qps(), flags.kube_api_burst);
         let metrics = Arc::new(Metrics::default());
         let (tx, rx) = mpsc::channel::<IngestMsg>(64);
         let (vtx, vrx) = mpsc::unbounded_channel::<Event>();
@@ -152,6 +152,7 @@ impl Controller {
             queues: [attempt_to_delete, attempt_to_orphan],
             metrics: metrics.clone(),
             calls: cluster.calls.clone(),
+            events: cluster.event_counts().clone(),
             ready: ready.clone(),
         };
         let addr = flags.debug_addr;
