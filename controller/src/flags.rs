@@ -182,6 +182,13 @@ impl Flags {
                     .into(),
             );
         }
+        if self.leader_elect && self.leader_elect_retry_period >= self.leader_elect_renew_deadline
+        {
+            return Err(
+                "--leader-elect-retry-period must be shorter than --leader-elect-renew-deadline"
+                    .into(),
+            );
+        }
         Ok(())
     }
 }
@@ -262,6 +269,11 @@ mod tests {
         assert!(f.validate().is_ok());
         let f = Flags::parse_from(["kube-gc", "--kube-api-qps=-1"]);
         assert!(f.validate().is_err());
+        // One writer needs retry < renew deadline < lease duration.
+        let f = Flags::parse_from(["kube-gc", "--leader-elect-renew-deadline=15s"]);
+        assert!(f.validate().unwrap_err().contains("lease-duration"));
+        let f = Flags::parse_from(["kube-gc", "--leader-elect-retry-period=10s"]);
+        assert!(f.validate().unwrap_err().contains("renew-deadline"));
     }
 
     #[test]

@@ -2,6 +2,29 @@
 //! `LeaseLock`: acquire when the lease is free or expired, renew every retry period, and give
 //! up (the process exits, as kube-controller-manager does) when renewal has failed for the
 //! renew deadline.
+//!
+//! # One writer
+//!
+//! Two rules, both client-go's, make sure two replicas never act at once (DESIGN.md):
+//!
+//! - **Expiry by local observation, never by comparing clocks.** A candidate remembers the last
+//!   lease record it saw (holder, renew and acquire times, transitions, duration) and the local
+//!   monotonic time at which it saw that record change. The lease is expired only once
+//!   `leaseDurationSeconds` have passed on the candidate's own clock since then. The holder's
+//!   `renewTime` is only compared for equality, so a candidate whose wall clock is an hour
+//!   ahead of the holder's does not take over a lease that is being renewed.
+//! - **The holder stops before anyone may take over.** A watchdog on its own OS thread
+//!   (independent of the tokio runtime and of whatever the controller loop is doing: an
+//!   initial sync, a resync's wait) exits the process once `renew_deadline` has passed since
+//!   the *start* of the last successful renewal request. The server stored that renewal at some
+//!   point during the request, and a standby counts `lease_duration` from when it saw the record
+//!   change, later still; with `renew_deadline < lease_duration` (validated), the holder is gone
+//!   before any standby can consider the lease expired, modulo the process's own exit, which
+//!   takes milliseconds. Each renewal attempt is bounded by the time left before the deadline.
+//!
+//! No crate in the ecosystem judges expiry by local observation time as client-go does
+//! (kube-runtime has no leader election; the election crates compare `renewTime` with the local
+//! wall clock), so this module keeps its own.
 
 use std::time::Duration;
 
@@ -33,23 +56,60 @@ pub struct LeaseConfig {
 pub struct Leadership {
     api: Api<Lease>,
     config: LeaseConfig,
+    observed: Observed,
 }
 
 fn now() -> MicroTime {
     MicroTime(Timestamp::now())
 }
 
-/// Whether `lease` may be taken by `identity` now.
-fn is_free(lease: &Lease, identity: &str) -> bool {
-    let Some(spec) = &lease.spec else { return true };
-    let holder = spec.holder_identity.as_deref().unwrap_or("");
-    if holder.is_empty() || holder == identity {
-        return true;
+/// The lease record as last seen, and when (on this process's monotonic clock) it was seen to
+/// change: client-go's `observedRecord` and `observedTime`.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    record: Option<Record>,
+    at: Option<tokio::time::Instant>,
+}
+
+/// The fields of a lease record whose change proves its holder alive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Record {
+    holder: String,
+    renew_time: Option<String>,
+    acquire_time: Option<String>,
+    transitions: Option<i32>,
+    duration_seconds: Option<i32>,
+}
+
+impl Record {
+    fn of(lease: &Lease) -> Record {
+        let spec = lease.spec.clone().unwrap_or_default();
+        let time = |t: Option<MicroTime>| t.map(|t| t.0.to_string());
+        Record {
+            holder: spec.holder_identity.unwrap_or_default(),
+            renew_time: time(spec.renew_time),
+            acquire_time: time(spec.acquire_time),
+            transitions: spec.lease_transitions,
+            duration_seconds: spec.lease_duration_seconds,
+        }
     }
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(0));
-    match &spec.renew_time {
-        Some(renewed) => Timestamp::now().as_second() > renewed.0.as_second() + duration,
-        None => true,
+}
+
+impl Observed {
+    /// Whether `lease` may be taken by `identity` at `now`: unheld, already ours, or unchanged
+    /// for its whole duration as observed locally. Records what it saw.
+    fn is_free(&mut self, lease: &Lease, identity: &str, now: tokio::time::Instant) -> bool {
+        let record = Record::of(lease);
+        if self.record.as_ref() != Some(&record) {
+            // A change (or the first sight): the holder is alive as of now.
+            self.record = Some(record.clone());
+            self.at = Some(now);
+        }
+        if record.holder.is_empty() || record.holder == identity {
+            return true;
+        }
+        let duration = Duration::from_secs(record.duration_seconds.unwrap_or(0).max(0) as u64);
+        self.at.is_some_and(|at| now >= at + duration)
     }
 }
 
@@ -58,6 +118,7 @@ impl Leadership {
     async fn try_acquire_or_renew(
         api: &Api<Lease>,
         config: &LeaseConfig,
+        observed: &mut Observed,
     ) -> Result<bool, kube::Error> {
         let seconds = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
         match api.get_opt(&config.name).await? {
@@ -80,7 +141,7 @@ impl Leadership {
                 }
             }
             Some(mut lease) => {
-                if !is_free(&lease, &config.identity) {
+                if !observed.is_free(&lease, &config.identity, tokio::time::Instant::now()) {
                     return Ok(false);
                 }
                 let spec = lease.spec.get_or_insert_with(Default::default);
@@ -106,11 +167,12 @@ impl Leadership {
     pub async fn acquire(client: Client, config: LeaseConfig) -> Leadership {
         let api: Api<Lease> = Api::namespaced(client, &config.namespace);
         tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "attempting to acquire leader lease");
+        let mut observed = Observed::default();
         loop {
-            match Self::try_acquire_or_renew(&api, &config).await {
+            match Self::try_acquire_or_renew(&api, &config, &mut observed).await {
                 Ok(true) => {
                     tracing::info!(identity = %config.identity, "successfully acquired lease");
-                    return Leadership { api, config };
+                    return Leadership { api, config, observed };
                 }
                 Ok(false) => {}
                 Err(e) => tracing::warn!(error = %e, "error retrieving resource lock"),
@@ -120,18 +182,27 @@ impl Leadership {
     }
 
     /// Renews the lease every retry period; returns when it could not be renewed within the
-    /// renew deadline (leadership lost).
-    pub async fn hold(self) {
-        let mut last_renewed = tokio::time::Instant::now();
+    /// renew deadline (leadership lost). Starts the [`Watchdog`] that exits the process, whatever
+    /// the rest of it is doing, once the renew deadline has passed since the start of the last
+    /// successful renewal.
+    pub async fn hold(mut self) {
+        // Acquiring counts as the first renewal; its request started at most now.
+        let mut last_start = tokio::time::Instant::now();
+        let watchdog = Watchdog::start(self.config.renew_deadline);
         loop {
             tokio::time::sleep(self.config.retry_period).await;
+            let started = tokio::time::Instant::now();
+            let left = (last_start + self.config.renew_deadline).saturating_duration_since(started);
             match tokio::time::timeout(
-                self.config.renew_deadline,
-                Self::try_acquire_or_renew(&self.api, &self.config),
+                left,
+                Self::try_acquire_or_renew(&self.api, &self.config, &mut self.observed),
             )
             .await
             {
-                Ok(Ok(true)) => last_renewed = tokio::time::Instant::now(),
+                Ok(Ok(true)) => {
+                    last_start = started;
+                    watchdog.renewed(started.into_std());
+                }
                 Ok(Ok(false)) => {
                     tracing::error!("lease taken by another candidate");
                     return;
@@ -139,7 +210,7 @@ impl Leadership {
                 Ok(Err(e)) => tracing::warn!(error = %e, "failed to renew lease"),
                 Err(_) => tracing::warn!("renewing the lease timed out"),
             }
-            if last_renewed.elapsed() > self.config.renew_deadline {
+            if last_start.elapsed() >= self.config.renew_deadline {
                 tracing::error!("failed to renew lease within the renew deadline");
                 return;
             }
@@ -147,30 +218,92 @@ impl Leadership {
     }
 }
 
+/// Exits the process once `renew_deadline` has passed since the start of the last successful
+/// renewal (see the module docs), from an OS thread of its own.
+#[derive(Debug, Clone)]
+pub struct Watchdog {
+    last_start: std::sync::Arc<std::sync::Mutex<std::time::Instant>>,
+}
+
+impl Watchdog {
+    /// Starts watching; the lease was (re)acquired by a request that started at most now.
+    pub fn start(renew_deadline: Duration) -> Watchdog {
+        let last_start = std::sync::Arc::new(std::sync::Mutex::new(std::time::Instant::now()));
+        let watched = last_start.clone();
+        std::thread::Builder::new()
+            .name("lease-watchdog".into())
+            .spawn(move || {
+                loop {
+                    let since = *watched.lock().unwrap_or_else(|e| e.into_inner());
+                    let deadline = since + renew_deadline;
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        tracing::error!(
+                            "leaderelection lost: the lease was not renewed within the renew deadline; exiting before another replica may take over"
+                        );
+                        std::process::exit(1);
+                    }
+                    std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
+                }
+            })
+            .expect("spawn the lease watchdog thread");
+        Watchdog { last_start }
+    }
+
+    /// Records a successful renewal whose request started at `started`.
+    pub fn renewed(&self, started: std::time::Instant) {
+        let mut last = self.last_start.lock().unwrap_or_else(|e| e.into_inner());
+        *last = (*last).max(started);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn lease(holder: &str, renewed_secs_ago: i64, duration: i32) -> Lease {
-        let renewed =
-            Timestamp::from_second(Timestamp::now().as_second() - renewed_secs_ago).unwrap();
+    fn lease(holder: &str, renew_time: &str, duration: i32) -> Lease {
         Lease {
             metadata: ObjectMeta::default(),
             spec: Some(LeaseSpec {
                 holder_identity: Some(holder.into()),
                 lease_duration_seconds: Some(duration),
-                renew_time: Some(MicroTime(renewed)),
+                renew_time: Some(MicroTime(renew_time.parse().unwrap())),
                 ..Default::default()
             }),
         }
     }
 
-    #[test]
-    fn a_lease_is_free_when_unheld_ours_or_expired() {
-        assert!(is_free(&Lease::default(), "me"));
-        assert!(is_free(&lease("", 0, 15), "me"));
-        assert!(is_free(&lease("me", 0, 15), "me"));
-        assert!(!is_free(&lease("other", 1, 15), "me"));
-        assert!(is_free(&lease("other", 60, 15), "me"));
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_free_when_unheld_ours_or_unchanged_for_its_duration() {
+        let now = tokio::time::Instant::now();
+        let mut o = Observed::default();
+        assert!(o.is_free(&Lease::default(), "me", now));
+        let mut o = Observed::default();
+        assert!(o.is_free(&lease("me", "2026-01-01T00:00:00Z", 15), "me", now));
+        let mut o = Observed::default();
+        let held = lease("other", "2026-01-01T00:00:00Z", 15);
+        assert!(!o.is_free(&held, "me", now), "first sight: its holder is alive now");
+        assert!(!o.is_free(&held, "me", now + Duration::from_secs(14)));
+        assert!(o.is_free(&held, "me", now + Duration::from_secs(15)), "unchanged for 15 s");
+    }
+
+    /// Finding 5 of #11: expiry used to compare the holder's renewTime with the local wall
+    /// clock, so a candidate an hour ahead (or a holder an hour behind) saw every lease as
+    /// expired and took it over while it was being renewed. Only changes count now.
+    #[tokio::test(start_paused = true)]
+    async fn clock_skew_never_makes_a_renewed_lease_look_expired() {
+        let start = tokio::time::Instant::now();
+        let mut o = Observed::default();
+        // The holder's wall clock is an hour behind this candidate's: its renewTimes look old.
+        for i in 0..100u32 {
+            let renewed = format!("2026-01-01T00:{:02}:{:02}Z", (i * 2) / 60, (i * 2) % 60);
+            let now = start + Duration::from_secs(u64::from(i) * 2);
+            assert!(!o.is_free(&lease("other", &renewed, 15), "me", now), "renewal {i}");
+        }
+        // The holder stops renewing: free 15 s after the last change was seen, not before.
+        let last = lease("other", "2026-01-01T00:03:18Z", 15);
+        let seen = start + Duration::from_secs(198);
+        assert!(!o.is_free(&last, "me", seen + Duration::from_secs(14)));
+        assert!(o.is_free(&last, "me", seen + Duration::from_secs(15)));
     }
 }
