@@ -110,6 +110,18 @@ pub struct Flags {
     #[arg(long, default_value_t = kube_gc_engine::absent_owner_cache::DEFAULT_CAPACITY)]
     pub absent_owner_cache_size: usize,
 
+    /// How many owners orphaned by kube-gc are remembered, so that a dependent observed too late
+    /// to be orphaned with the others has its reference removed rather than being collected
+    /// (0: upstream's behaviour).
+    #[arg(long, default_value_t = kube_gc_engine::collector::orphaned_owners::DEFAULT_CAPACITY)]
+    pub orphaned_owners_memory: usize,
+
+    /// Most distinct UIDs that are not UUIDs held at once (any writer of ownerReferences can
+    /// invent them); past it, objects naming a new one are left out of the graph, with an error
+    /// in the log and `kube_gc_ingest_rejected_events_total`.
+    #[arg(long, default_value_t = kube_gc_engine::identity::DEFAULT_MAX_INTERNED_UIDS)]
+    pub max_non_uuid_uids: usize,
+
     /// Skip re-verifying a virtual owner once the informer has observed it in place (it would
     /// cost two GETs and can find nothing upstream's other paths do not; see the engine's
     /// `CollectorOptions`). `=false` reproduces upstream's API calls exactly.
@@ -182,8 +194,7 @@ impl Flags {
                     .into(),
             );
         }
-        if self.leader_elect && self.leader_elect_retry_period >= self.leader_elect_renew_deadline
-        {
+        if self.leader_elect && self.leader_elect_retry_period >= self.leader_elect_renew_deadline {
             return Err(
                 "--leader-elect-retry-period must be shorter than --leader-elect-renew-deadline"
                     .into(),

@@ -107,6 +107,7 @@ impl std::fmt::Debug for Controller {
 impl Controller {
     /// Builds the controller and starts its ingest loop and debug server.
     pub async fn start(flags: Flags, client: Client) -> anyhow::Result<Controller> {
+        kube_gc_engine::identity::set_max_interned_uids(flags.max_non_uuid_uids);
         let graph = Arc::new(Graph::new(flags.shards)?);
         let cluster = KubeCluster::new(client.clone(), flags.collector_qps(), flags.kube_api_burst);
         let metrics = Arc::new(Metrics::default());
@@ -128,7 +129,8 @@ impl Controller {
                 early_collection: flags.early_collection,
                 garbage_first: flags.garbage_first,
                 read_items_from_graph: flags.read_items_from_graph,
-            }),
+            })
+            .with_orphaned_owners_capacity(flags.orphaned_owners_memory),
         );
         let sync = Arc::new(SyncState::default());
         let ready = Arc::new(AtomicBool::new(false));

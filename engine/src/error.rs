@@ -25,6 +25,9 @@ pub enum IngestError {
         /// The object's UID.
         uid: String,
     },
+    /// A non-UUID UID past the cap on interned UIDs (see [`crate::identity`]).
+    #[error(transparent)]
+    UidCapacity(#[from] crate::identity::UidCapacityError),
     /// An owner reference lacks a field the collector cannot do without.
     #[error("object {uid}: ownerReferences[{index}] has no {field}")]
     InvalidOwnerReference {

@@ -79,8 +79,10 @@ enum Op {
     Repeat { slot: u8 },
     /// A user's delete: 0 default (background), 1 background, 2 foreground, 3 orphan.
     Delete { slot: u8, policy: u8 },
-    /// Another controller's finalizer added or removed.
-    Finalizer { slot: u8, add: bool },
+    /// A finalizer added or removed by a user or another controller: another controller's
+    /// (0), or a GC finalizer set ahead of any delete (1 `orphan`, 2 `foregroundDeletion`: the
+    /// object's own deletion preference, which the collector honours when it collects it).
+    Finalizer { slot: u8, which: u8, add: bool },
     /// Delivers `n` pending events to the graph (0: all).
     Deliver { n: u8 },
     /// Runs `n` worker iterations.
@@ -97,7 +99,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (slot.clone(), 0..SLOTS).prop_map(|(slot, owner)| Op::Release { slot, owner }),
         1 => slot.clone().prop_map(|slot| Op::Repeat { slot }),
         2 => (slot.clone(), 0..4u8).prop_map(|(slot, policy)| Op::Delete { slot, policy }),
-        1 => (slot, any::<bool>()).prop_map(|(slot, add)| Op::Finalizer { slot, add }),
+        2 => (slot, 0..3u8, any::<bool>())
+            .prop_map(|(slot, which, add)| Op::Finalizer { slot, which, add }),
         3 => (0..6u8).prop_map(|n| Op::Deliver { n }),
         4 => (1..6u8).prop_map(|n| Op::Work { n }),
     ]
@@ -284,11 +287,13 @@ impl World {
                 ));
                 self.verdicts.user.store(false, Ordering::SeqCst);
             }
-            Op::Finalizer { slot, add } => self.update(slot, |m| {
-                if add && !m.deletion_timestamp && !m.has_finalizer(OTHER) {
-                    m.finalizers.push(OTHER.into());
-                } else if !add {
-                    m.finalizers.retain(|f| f != OTHER);
+            Op::Finalizer { slot, which, add } => self.update(slot, |m| {
+                let f = [OTHER, ORPHAN, FOREGROUND][usize::from(which)];
+                if add && !m.deletion_timestamp && !m.has_finalizer(f) {
+                    m.finalizers.push(f.into());
+                } else if !add && (f == OTHER || !m.deletion_timestamp) {
+                    // A GC finalizer of an object being deleted is the collector's to remove.
+                    m.finalizers.retain(|x| x != f);
                 }
             }),
             Op::Deliver { n } => self.deliver(if n == 0 { usize::MAX } else { usize::from(n) }),
@@ -692,11 +697,12 @@ fn the_oracle_flags_a_delete_of_an_owned_object() {
 #[test]
 fn the_histories_reach_every_write_while_the_graph_lags() {
     use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, TestRunner};
-    let mut runner = TestRunner::new(Config::default());
+    use proptest::test_runner::TestRunner;
+    // A fixed seed: the same histories every run, so the counts below cannot flake.
+    let mut runner = TestRunner::deterministic();
     let strategy = prop::collection::vec(op(), 1..40);
     let mut totals: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
-    for _ in 0..400 {
+    for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
         let mut world = World::new();
         run_in(&mut world, &history).unwrap();
@@ -717,4 +723,27 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
         let (n, lagging) = totals.get(kind).copied().unwrap_or_default();
         assert!(n > 0 && lagging > 0, "{kind}: {n} writes, {lagging} while lagging: {totals:?}");
     }
+}
+
+/// The one write random histories rarely reach, a foreground cycle's unblocking (an owner
+/// waits for a dependent that is itself deleting its dependents, among them the owner), driven
+/// on purpose, with the graph lagging, through the same oracle.
+#[test]
+fn a_foreground_cycle_is_unblocked_only_as_upstream_would() {
+    let mut world = World::new();
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 3, owners: vec![(0, true)] },
+        Op::Adopt { slot: 0, owner: 3, block: true },
+        Op::Deliver { n: 0 },
+        Op::Delete { slot: 0, policy: 2 },
+        Op::Delete { slot: 3, policy: 2 },
+        Op::Deliver { n: 1 },
+        Op::Work { n: 5 },
+        Op::Deliver { n: 0 },
+    ];
+    run_in(&mut world, &history).unwrap();
+    let judged = world.verdicts.judged.lock().unwrap().clone();
+    assert!(judged.contains_key("unblock references"), "{judged:?}");
+    assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
 }

@@ -145,7 +145,7 @@ impl<C: Cluster> Collector<C> {
         let late: Vec<String> = latest
             .owner_references
             .iter()
-            .filter(|r| self.orphaned.contains(crate::Uid::parse(&r.uid)))
+            .filter(|r| crate::Uid::lookup(&r.uid).is_some_and(|u| self.orphaned.contains(u)))
             .map(|r| r.uid.clone())
             .collect();
         let latest = if late.is_empty() {

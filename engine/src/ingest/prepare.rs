@@ -63,7 +63,7 @@ impl<'a> Prepared<'a> {
             owners.push(RefView {
                 ty: ObjectType::new(&r.api_version, &r.kind),
                 name: &r.name,
-                uid: Uid::parse(&r.uid),
+                uid: Uid::try_parse(&r.uid)?,
                 controller: r.controller,
                 block_owner_deletion: r.block_owner_deletion,
             });
@@ -74,7 +74,7 @@ impl<'a> Prepared<'a> {
             ty: event.object_type,
             namespace: Namespace::new(&obj.namespace),
             name: &obj.name,
-            uid: Uid::parse(&obj.uid),
+            uid: Uid::try_parse(&obj.uid)?,
             owners,
             state: DeletionState::of(obj),
             old_state: event.old_object.as_ref().map(DeletionState::of),
