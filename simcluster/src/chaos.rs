@@ -108,6 +108,12 @@ pub struct ChaosArgs {
     /// Probability of 409 Conflict per update, patch and delete.
     #[arg(long, default_value_t = 0.1, value_parser = crate::faults::parse_rate)]
     pub fault_conflict_rate: f64,
+    /// Probability that a watch event is held back (the collector's graph then lags).
+    #[arg(long, default_value_t = 0.3, value_parser = crate::faults::parse_rate)]
+    pub fault_watch_delay_rate: f64,
+    /// The longest a watch event is held back, in milliseconds.
+    #[arg(long, default_value_t = 300)]
+    pub fault_watch_delay_ms: u64,
     /// Further kube-gc flags, after `--`.
     #[arg(last = true)]
     pub kube_gc_args: Vec<String>,
@@ -127,6 +133,8 @@ impl ChaosArgs {
                 watch_drop_rate: self.fault_watch_drop_rate,
                 expire_rate: self.fault_expire_rate,
                 conflict_rate: self.fault_conflict_rate,
+                watch_delay_rate: self.fault_watch_delay_rate,
+                watch_delay: Duration::from_millis(self.fault_watch_delay_ms),
             },
             chaos: Duration::from_secs_f64(self.chaos_secs.max(0.0)),
             restarts: self.restarts,
@@ -164,6 +172,10 @@ pub fn default_faults() -> Faults {
         watch_drop_rate: 0.2,
         expire_rate: 0.1,
         conflict_rate: 0.1,
+        // Stale views: events reach the collector late, so it often decides on a graph that
+        // lags the store, while the scenario's own writes race it.
+        watch_delay_rate: 0.3,
+        watch_delay: Duration::from_millis(300),
     }
 }
 

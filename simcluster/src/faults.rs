@@ -26,6 +26,7 @@
 //! | [`FaultKind::WatchExpired`] | `expire_rate`, per watch from a resourceVersion | the watch answers one `ERROR` event, a `Status` of 410 `Expired`, as the watch cache does for a compacted version |
 //! | [`FaultKind::ContinueExpired`] | `expire_rate`, per list page asked with `continue` | 410 `Expired`, as for a compacted continue token |
 //! | [`FaultKind::Conflict`] | `conflict_rate`, per update, patch and delete of one object | 409 `Conflict` ("the object has been modified"), the write not applied |
+//! | [`FaultKind::WatchDelayed`] | `watch_delay_rate`, per watch event | the event waits a uniform 0 to `watch_delay` before it is written, and every later event of that watch waits behind it (a slow watch cache or network: the order is kept, the client's view lags) |
 //!
 //! Every injected error response carries the header `X-Simcluster-Fault: <kind>`.
 
@@ -62,6 +63,10 @@ pub struct Faults {
     pub expire_rate: f64,
     /// Probability that an update, patch or delete of one object is answered 409 Conflict.
     pub conflict_rate: f64,
+    /// Probability that a watch event is held back before it is sent.
+    pub watch_delay_rate: f64,
+    /// The longest a delayed watch event is held back.
+    pub watch_delay: Duration,
 }
 
 impl Faults {
@@ -78,6 +83,7 @@ impl Faults {
             && self.watch_drop_rate <= 0.0
             && self.expire_rate <= 0.0
             && self.conflict_rate <= 0.0
+            && (self.watch_delay_rate <= 0.0 || self.watch_delay.is_zero())
     }
 }
 
@@ -100,11 +106,13 @@ pub enum FaultKind {
     ContinueExpired,
     /// A write answered 409 Conflict.
     Conflict,
+    /// A watch event held back.
+    WatchDelayed,
 }
 
 impl FaultKind {
     /// Every kind, in counter order.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::TooManyRequests,
         FaultKind::InternalError,
         FaultKind::ServiceUnavailable,
@@ -113,10 +121,11 @@ impl FaultKind {
         FaultKind::WatchExpired,
         FaultKind::ContinueExpired,
         FaultKind::Conflict,
+        FaultKind::WatchDelayed,
     ];
 
     /// A short name (`429`, `500`, `503`, `latency`, `watch-drop`, `watch-expired`,
-    /// `continue-expired`, `conflict`).
+    /// `continue-expired`, `conflict`, `watch-delay`).
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::TooManyRequests => "429",
@@ -127,6 +136,7 @@ impl FaultKind {
             FaultKind::WatchExpired => "watch-expired",
             FaultKind::ContinueExpired => "continue-expired",
             FaultKind::Conflict => "conflict",
+            FaultKind::WatchDelayed => "watch-delay",
         }
     }
 
@@ -137,7 +147,7 @@ impl FaultKind {
 
 /// How many faults of each kind were injected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FaultCounts([u64; 8]);
+pub struct FaultCounts([u64; 9]);
 
 impl FaultCounts {
     /// The count of `kind`.
@@ -159,7 +169,8 @@ impl FaultCounts {
 }
 
 impl fmt::Display for FaultCounts {
-    /// `429=… 500=… 503=… latency=… watch-drop=… watch-expired=… continue-expired=… conflict=…`
+    /// `429=… 500=… 503=… latency=… watch-drop=… watch-expired=… continue-expired=… conflict=…
+    /// watch-delay=…`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, kind) in FaultKind::ALL.iter().enumerate() {
             if i > 0 {
@@ -210,7 +221,7 @@ pub(crate) struct Plan {
 #[derive(Debug)]
 pub struct FaultInjector {
     state: Mutex<(Faults, SplitMix64)>,
-    counts: [AtomicU64; 8],
+    counts: [AtomicU64; 9],
 }
 
 impl Default for FaultInjector {
@@ -251,6 +262,23 @@ impl FaultInjector {
 
     pub(crate) fn count(&self, kind: FaultKind) {
         self.counts[kind.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Decides whether the next event of a watch is held back, and for how long (counted).
+    pub(crate) fn watch_delay(&self) -> Option<Duration> {
+        let mut guard = self.state.lock();
+        let (faults, rng) = &mut *guard;
+        if faults.watch_delay_rate <= 0.0 || faults.watch_delay.is_zero() {
+            return None;
+        }
+        if !chance(rng, faults.watch_delay_rate) {
+            return None;
+        }
+        let max = faults.watch_delay.as_nanos() as u64;
+        let delay = Duration::from_nanos(rng.next() % (max + 1));
+        drop(guard);
+        self.count(FaultKind::WatchDelayed);
+        Some(delay)
     }
 
     /// Decides the faults of one request on `resource` (`plural.group`), object `name` (empty
@@ -377,7 +405,10 @@ fn rejection(kind: FaultKind, resource: &str, name: &str) -> Response {
             false,
         ),
         // Not answered with an error response.
-        FaultKind::Latency | FaultKind::WatchDropped | FaultKind::WatchExpired => {
+        FaultKind::Latency
+        | FaultKind::WatchDropped
+        | FaultKind::WatchExpired
+        | FaultKind::WatchDelayed => {
             unreachable!("{kind:?} is not a rejection")
         }
     };
@@ -420,6 +451,8 @@ mod tests {
             watch_drop_rate: 0.3,
             expire_rate: 0.3,
             conflict_rate: 0.3,
+            watch_delay_rate: 0.0,
+            watch_delay: Duration::ZERO,
         }
     }
 

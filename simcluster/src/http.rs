@@ -556,6 +556,8 @@ struct Watch {
     bookmarks: Option<tokio::time::Interval>,
     deadline: tokio::time::Instant,
     done: bool,
+    /// Where delays of watch events are drawn ([`FaultKind::WatchDelayed`]).
+    faults: Arc<FaultInjector>,
 }
 
 impl Watch {
@@ -589,6 +591,13 @@ impl Watch {
         format!("{event}\n").into()
     }
 
+    /// Holds the next event back if the faults say so; every later event waits behind it.
+    async fn maybe_delay(&self) {
+        if let Some(d) = self.faults.watch_delay() {
+            tokio::time::sleep(d).await;
+        }
+    }
+
     fn wants(&self, c: &Change) -> bool {
         c.table == self.table && self.namespace.as_deref().is_none_or(|ns| *c.namespace == *ns)
     }
@@ -598,6 +607,7 @@ impl Watch {
             return None;
         }
         if let Some(c) = self.backlog.next() {
+            self.maybe_delay().await;
             return Some(self.event(c.kind.as_str(), &c.object));
         }
         if self.initial_events_end {
@@ -620,7 +630,11 @@ impl Watch {
                     Ok(c) => {
                         self.seen = self.seen.max(c.rv);
                         if self.wants(&c) {
-                            break Some(self.event(c.kind.as_str(), &c.object));
+                            let event = self.event(c.kind.as_str(), &c.object);
+                            if let Some(d) = self.faults.watch_delay() {
+                                tokio::time::sleep(d).await;
+                            }
+                            break Some(event);
                         }
                     }
                     Err(RecvError::Lagged(n)) => {
@@ -676,6 +690,7 @@ fn watch_response(
         bookmarks: None,
         deadline: tokio::time::Instant::now() + timeout,
         done: false,
+        faults: app.faults.clone(),
     };
     let started = match fault {
         Some(WatchFault::Expire) => Err(Error::Expired(crate::faults::WATCH_EXPIRED.into())),

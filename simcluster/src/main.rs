@@ -95,6 +95,12 @@ struct Args {
     /// Probability of 409 Conflict for an update, patch or delete.
     #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
     fault_conflict_rate: f64,
+    /// Probability that a watch event is held back.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    fault_watch_delay_rate: f64,
+    /// The longest a held-back watch event waits, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    fault_watch_delay_ms: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -213,6 +219,8 @@ fn main() -> anyhow::Result<()> {
             watch_drop_rate: args.fault_watch_drop_rate,
             expire_rate: args.fault_expire_rate,
             conflict_rate: args.fault_conflict_rate,
+            watch_delay_rate: args.fault_watch_delay_rate,
+            watch_delay: Duration::from_millis(args.fault_watch_delay_ms),
         },
         ..Config::default()
     };

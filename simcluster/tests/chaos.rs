@@ -1,7 +1,10 @@
 //! The chaos suite, small: random GC scenarios under seeded faults and collector restarts must
 //! converge to their expected final state once faults stop, with no wrongful deletion.
 //!
-//! The longer run: `kube-gc-simcluster chaos --seeds 20 --scenarios 16` (see the README).
+//! The default faults hold watch events back (up to 300 ms, 30% of them), so the collector
+//! often decides on a graph that lags the store while the scenarios' adoptions and user deletes
+//! race it. The longer run: `kube-gc-simcluster chaos --seeds 20 --scenarios 16` (see the
+//! README).
 
 use std::time::Duration;
 
@@ -38,7 +41,10 @@ async fn chaos_should_converge_without_wrongful_deletions() {
             a
         });
     // The faults did happen, and the collector did delete (so the oracle judged something).
-    for kind in [FaultKind::Latency, FaultKind::Conflict, FaultKind::WatchDropped] {
+    // Watch events held back: the collector decided on a graph that lagged the store.
+    for kind in
+        [FaultKind::Latency, FaultKind::Conflict, FaultKind::WatchDropped, FaultKind::WatchDelayed]
+    {
         assert!(faults.get(kind) > 0, "no {kind:?} injected: {faults}");
     }
     assert!(report.seeds.iter().all(|s| s.deletions_checked > 0), "{}", report.totals());

@@ -205,3 +205,30 @@ async fn audit_should_flag_the_collector_deleting_a_dependent_of_a_live_owner() 
     let last = audit.records().pop().unwrap();
     assert_eq!((last.name.as_str(), last.owner_references[0].name.as_str()), ("by-gc", "owner"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_watch_events_keep_their_order() {
+    let sim = start().await;
+    let c = client(&sim).await;
+    sim.set_faults(faults(|f| {
+        f.watch_delay_rate = 1.0;
+        f.watch_delay = Duration::from_millis(30);
+    }));
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let mut events = cms.watch(&WatchParams::default().timeout(20), "0").await.unwrap().boxed();
+    let names: Vec<String> = (0..8).map(|i| format!("cm-{i}")).collect();
+    for name in &names {
+        cm(&c, name).await;
+    }
+    let mut got = Vec::new();
+    while got.len() < names.len() {
+        let event = tokio::time::timeout(DEADLINE, events.next()).await.expect("an event");
+        match event {
+            Some(Ok(WatchEvent::Added(cm))) => got.push(cm.metadata.name.unwrap()),
+            Some(Ok(WatchEvent::Bookmark(_))) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(got, names, "held-back events overtook later ones");
+    assert!(sim.fault_counts().get(FaultKind::WatchDelayed) >= names.len() as u64);
+}
