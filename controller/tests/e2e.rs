@@ -40,6 +40,8 @@ mod env;
 mod faults;
 #[path = "e2e/leader.rs"]
 mod leader;
+#[path = "e2e/proxy.rs"]
+mod proxy;
 #[path = "e2e/scenarios.rs"]
 mod scenarios;
 
@@ -319,6 +321,18 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
                     "leader_election_single_leader_failover_and_loss",
                     &suffix,
                     |cx| Box::pin(leader::leader_election_single_leader_failover_and_loss(cx)),
+                )
+                .await,
+            );
+        }
+        if wanted("leader_election_blocked_renewals_and_clock_skew") {
+            f_runs.push(
+                run_one(
+                    &client,
+                    &mut kgc,
+                    "leader_election_blocked_renewals_and_clock_skew",
+                    &suffix,
+                    |cx| Box::pin(leader::leader_election_blocked_renewals_and_clock_skew(cx)),
                 )
                 .await,
             );

@@ -83,6 +83,11 @@ impl Collector {
         }
     }
 
+    /// Points kube-gc's next starts at another kubeconfig (e.g. one whose server is a proxy).
+    pub fn set_kubeconfig(&mut self, path: PathBuf) {
+        self.kubeconfig = path;
+    }
+
     /// Sets an environment variable for kube-gc's next starts (e.g. `HOSTNAME`, which names
     /// its leader-election identity).
     pub fn set_env(&mut self, key: &str, value: &str) {

@@ -314,3 +314,118 @@ pub async fn leader_election_single_leader_failover_and_loss(
     drop(cands);
     cx.collector.start(&[])
 }
+
+/// The lease flags of a candidate on the Lease `name` in `cx`'s namespace.
+fn lease_flags(cx: &Ctx<'_>, name: &str) -> Vec<String> {
+    let mut flags = vec![
+        "--leader-elect=true".to_owned(),
+        format!("--leader-elect-resource-name={name}"),
+        format!("--leader-elect-resource-namespace={}", cx.ns),
+    ];
+    flags.extend(TIMINGS.iter().map(|s| s.to_string()));
+    flags
+}
+
+/// Issue #11's one-writer checks against the real server.
+///
+/// 1. A leader whose renewals are blocked (its connections to the API server cut by a proxy,
+///    as by a network partition) exits before a standby can take the lease: its own
+///    watchdog ends it once the renew deadline (3 s) has passed since its last renewal began,
+///    while the standby must see the lease unchanged for the lease duration (4 s). The exit is
+///    observed before the standby holds the lease.
+/// 2. Candidates with clocks an hour apart never both lead: a standby whose wall clock runs an
+///    hour ahead (libfaketime) sees the leader's renewTimes an hour old, which is what made
+///    the old expiry check take over a lease being renewed; it judges expiry by the record
+///    changing on its own clock, so it stands by as long as the leader renews, and takes over
+///    once the leader is gone.
+pub async fn leader_election_blocked_renewals_and_clock_skew(
+    cx: &mut Ctx<'_>,
+) -> anyhow::Result<()> {
+    cx.collector.stop()?;
+    let name = format!("kube-gc-1w-{}", cx.suffix);
+    let flags = lease_flags(cx, &name);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let api: Api<Lease> = Api::namespaced(cx.client.clone(), &cx.ns);
+    let mut cands = [Candidate::new(cx, "p"), Candidate::new(cx, "q"), Candidate::new(cx, "r")];
+
+    // 1. p reaches the API server through a proxy; q directly.
+    let te = cx.collector.testenv();
+    let kubeconfig = std::fs::read_to_string(&te.kubeconfig)?;
+    let server = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: https://"))
+        .context("no server in the testenv's kubeconfig")?
+        .to_owned();
+    let upstream: std::net::SocketAddr = server.parse()?;
+    let proxy = super::proxy::Proxy::start(upstream).await?;
+    let proxied = te.dir.join(format!("kubeconfig-proxied-{}", cx.suffix));
+    std::fs::write(&proxied, kubeconfig.replace(&server, &proxy.addr.to_string()))?;
+    cands[0].gc.set_kubeconfig(proxied);
+    cands[0].gc.spawn(&flags)?;
+    wait_holder(&api, &name, &cands[0], Duration::from_secs(60)).await?;
+    cands[1].gc.spawn(&flags)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cands[1].gc.log_since_start().contains(ATTEMPTING) {
+        ensure!(Instant::now() < deadline, "kube-gc q did not start competing within 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    proxy.block();
+    eprintln!("    · the leader p's connections cut");
+    let (mut p_exited, mut q_holds) = (None, None);
+    let started = Instant::now();
+    while p_exited.is_none() || q_holds.is_none() {
+        if p_exited.is_none() && cands[0].gc.exit_status().is_some() {
+            p_exited = Some(started.elapsed());
+        }
+        if q_holds.is_none() && lease(&api, &name).await?.is_some_and(|(h, _)| cands[1].holds(&h)) {
+            q_holds = Some(started.elapsed());
+        }
+        ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "after the cut: p exited {p_exited:?}, q holds {q_holds:?}:\n{}",
+            cands[0].gc.log_tail(10)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (p_exited, q_holds) = (p_exited.unwrap(), q_holds.unwrap());
+    eprintln!("    · p exited after {p_exited:?}, q took the lease after {q_holds:?}");
+    ensure!(
+        p_exited < q_holds,
+        "two writers: the standby took the lease ({q_holds:?}) before the cut-off leader exited ({p_exited:?})"
+    );
+    cands[0].expect_exit_on_loss(Duration::from_secs(1))?;
+    drop(proxy);
+
+    // 2. r, an hour ahead, stands by while q renews; takes over once q is gone.
+    let Ok(libfaketime) = std::env::var("KUBE_GC_LIBFAKETIME") else {
+        eprintln!(
+            "    · SKIPPED the clock-skew half: KUBE_GC_LIBFAKETIME is unset (scripts/install-test-clients installs it)"
+        );
+        drop(cands);
+        return cx.collector.start(&[]);
+    };
+    cands[2].gc.set_env("LD_PRELOAD", &libfaketime);
+    cands[2].gc.set_env("FAKETIME", "+1h");
+    // Its timers and expiry judgement run on the real monotonic clock.
+    cands[2].gc.set_env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+    cands[2].gc.spawn(&flags)?;
+    let watch = Instant::now();
+    while watch.elapsed() < Duration::from_secs(12) {
+        ensure!(cands[2].gc.is_running(), "kube-gc r exited:\n{}", cands[2].gc.log_tail(15));
+        let holder = lease(&api, &name).await?.map(|(h, _)| h).unwrap_or_default();
+        ensure!(
+            cands[1].holds(&holder),
+            "the lease moved to {holder:?} while its holder renewed: two leaders"
+        );
+        ensure!(cands[1].gc.is_running(), "q exited:\n{}", cands[1].gc.log_tail(15));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ensure!(cands[2].gc.log_since_start().contains(ATTEMPTING), "r never competed for the lease");
+    let renew_time = api.get(&name).await?.spec.and_then(|s| s.renew_time);
+    eprintln!("    · r (+1 h) stood by for 12 s while q renewed (renewTime {renew_time:?})");
+    cands[1].gc.kill9()?;
+    wait_holder(&api, &name, &cands[2], Duration::from_secs(30)).await?;
+
+    drop(cands);
+    cx.collector.start(&[])
+}
