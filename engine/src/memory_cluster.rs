@@ -100,7 +100,7 @@ use crate::cluster::{
     WarningEvent,
 };
 use crate::identity::ObjectType;
-use crate::ingest::ObjectMeta;
+use crate::ingest::{Event, EventType, ObjectMeta};
 use crate::patch::apply_patch;
 use crate::sync::Mutex;
 
@@ -279,6 +279,15 @@ pub fn deletion_finalizers_for_garbage_collection(
     (old != new).then_some(next)
 }
 
+/// `resource`'s apiVersion (`v1`, `apps/v1`).
+fn api_version(resource: &Resource) -> String {
+    if resource.group.is_empty() {
+        resource.version.clone()
+    } else {
+        format!("{}/{}", resource.group, resource.version)
+    }
+}
+
 /// A hook consulted on every call; see [`MemoryCluster::on_call`].
 type Hook = Box<dyn Fn(&MemoryCluster, &Call) -> Option<ClusterError> + Send + Sync>;
 
@@ -331,11 +340,34 @@ struct State {
     calls: Vec<Call>,
     faults: Vec<Fault>,
     events: Vec<WarningEvent>,
+    /// Every change to an object, as a watch would deliver it, oldest first.
+    watch: Vec<Event>,
 }
 
 impl State {
     fn options(&self, resource: &Resource) -> ResourceOptions {
         self.options.get(&gvr(resource)).copied().unwrap_or_default()
+    }
+
+    /// Appends the watch event for a change of an object of `resource` from `old` to `new`.
+    fn log(&mut self, resource: &Resource, old: Option<ObjectMeta>, new: Option<ObjectMeta>) {
+        let ty = ObjectType::new(&api_version(resource), &resource.kind);
+        self.watch.push(match (old, new) {
+            (None, Some(new)) => Event::new(EventType::Add, ty, new),
+            (Some(old), Some(new)) => Event::update(ty, old, new),
+            (Some(old), None) => Event::new(EventType::Delete, ty, old),
+            (None, None) => return,
+        });
+    }
+
+    /// Removes the object at `key`, logging its deletion with `last` as its final state (a
+    /// fresh resourceVersion, as the API server's delete event carries).
+    fn remove(&mut self, key: &ObjectKey, last: Option<ObjectMeta>) -> Option<ObjectMeta> {
+        let stored = self.objects.remove(key)?;
+        let mut last = last.unwrap_or(stored.meta);
+        last.resource_version = self.next_resource_version();
+        self.log(&stored.resource, Some(last.clone()), None);
+        Some(last)
     }
 
     fn next_resource_version(&mut self) -> String {
@@ -359,8 +391,10 @@ impl State {
         }
         meta.resource_version = self.next_resource_version();
         let stored = self.objects.get_mut(key).expect("checked above");
-        stored.meta = meta.clone();
+        let old = std::mem::replace(&mut stored.meta, meta.clone());
         stored.grace_period = grace_period;
+        let resource = stored.resource.clone();
+        self.log(&resource, Some(old), Some(meta.clone()));
         meta
     }
 
@@ -369,8 +403,7 @@ impl State {
     fn update(&mut self, key: &ObjectKey, meta: ObjectMeta) -> ObjectMeta {
         let grace_period = self.objects.get(key).and_then(|s| s.grace_period);
         if meta.deletion_timestamp && meta.finalizers.is_empty() && grace_period.unwrap_or(0) == 0 {
-            self.objects.remove(key);
-            return ObjectMeta { resource_version: self.next_resource_version(), ..meta };
+            return self.remove(key, Some(meta)).expect("an update reads the object first");
         }
         self.write(key, meta, grace_period)
     }
@@ -460,12 +493,7 @@ impl MemoryCluster {
     /// Maps `resource` with explicit options (replacing any earlier registration of its
     /// apiVersion/kind).
     pub fn register_with(&self, resource: Resource, options: ResourceOptions) {
-        let api_version = if resource.group.is_empty() {
-            resource.version.clone()
-        } else {
-            format!("{}/{}", resource.group, resource.version)
-        };
-        let ty = ObjectType::new(&api_version, &resource.kind);
+        let ty = ObjectType::new(&api_version(&resource), &resource.kind);
         let mut state = self.state.lock();
         state.options.insert(gvr(&resource), options);
         state.mappings.insert(ty, resource);
@@ -503,6 +531,7 @@ impl MemoryCluster {
             key,
             Stored { resource: resource.clone(), meta: meta.clone(), grace_period: None },
         );
+        state.log(resource, None, Some(meta.clone()));
         Ok(meta)
     }
 
@@ -522,12 +551,12 @@ impl MemoryCluster {
         let stored = state.objects.get(&key)?;
         let (mut meta, grace_period) = (stored.meta.clone(), stored.grace_period);
         change(&mut meta);
-        meta.resource_version = state.next_resource_version();
         if meta.deletion_timestamp && meta.finalizers.is_empty() && grace_period.unwrap_or(0) == 0 {
-            state.objects.remove(&key);
-        } else {
-            state.objects.get_mut(&key)?.meta = meta.clone();
+            return state.remove(&key, Some(meta));
         }
+        meta.resource_version = state.next_resource_version();
+        let old = std::mem::replace(&mut state.objects.get_mut(&key)?.meta, meta.clone());
+        state.log(resource, Some(old), Some(meta.clone()));
         Some(meta)
     }
 
@@ -540,7 +569,7 @@ impl MemoryCluster {
         name: &str,
     ) -> Option<ObjectMeta> {
         let key = ObjectKey::new(resource, namespace, name);
-        self.state.lock().objects.remove(&key).map(|s| s.meta)
+        self.state.lock().remove(&key, None)
     }
 
     /// Ends a pending graceful deletion, as the kubelet's final delete with grace period 0: the
@@ -555,7 +584,7 @@ impl MemoryCluster {
             return false;
         }
         if stored.meta.finalizers.is_empty() {
-            state.objects.remove(&key);
+            state.remove(&key, None);
             return true;
         }
         let meta = stored.meta.clone();
@@ -619,6 +648,13 @@ impl MemoryCluster {
     /// clearing them.
     pub fn take_actions(&self) -> Vec<String> {
         self.take_calls().iter().map(Call::action).collect()
+    }
+
+    /// Every change to an object since the last call (creations, updates with the old object,
+    /// deletions with the last state), as a watch would deliver them, oldest first, clearing
+    /// them. Every mutation is logged: the recording helpers and the served calls alike.
+    pub fn take_watch_events(&self) -> Vec<Event> {
+        std::mem::take(&mut self.state.lock().watch)
     }
 
     /// The recorded events, oldest first, clearing them.
@@ -765,7 +801,7 @@ impl MemoryCluster {
                 return Ok(());
             }
         }
-        state.objects.remove(&key);
+        state.remove(&key, None);
         Ok(())
     }
 }

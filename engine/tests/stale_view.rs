@@ -30,16 +30,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::executor::block_on;
-use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PropagationPolicy, Resource};
 use kube_gc_engine::collector::{Collector, CollectorOptions, PendingGraphChanges};
 use kube_gc_engine::memory_cluster::{Call, Request, resource};
 use kube_gc_engine::patch::apply_patch;
 use kube_gc_engine::{
-    Event, EventType, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectType, OwnerReference,
-    RateLimiterConfig, Uid, WorkQueue,
+    Event, EventType, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectType, OwnerReference, Uid,
 };
 use proptest::prelude::*;
+
+mod support;
 
 const ORPHAN: &str = "orphan";
 const FOREGROUND: &str = "foregroundDeletion";
@@ -153,23 +153,16 @@ impl World {
         cluster.register(slot_resource(3));
         cluster.register_custom(slot_resource(7));
         let graph = Arc::new(Graph::new(4).unwrap());
-        let changes = Arc::new(PendingGraphChanges::new());
-        let queue =
-            |n: &str| Arc::new(WorkQueue::with_rate_limiter(n, RateLimiterConfig::immediate()));
-        let collector = Collector::new(
-            graph.clone(),
-            cluster.clone(),
-            Arc::new(AbsentOwnerCache::new(100)),
-            queue("garbage_collector_attempt_to_delete"),
-            queue("garbage_collector_attempt_to_orphan"),
-            changes.clone(),
-        )
-        .with_options(CollectorOptions {
-            skip_observed_verification: true,
-            early_collection: false,
-            garbage_first: true,
-            read_items_from_graph: true,
-        });
+        let (collector, changes) = support::immediate_collector(
+            &graph,
+            &cluster,
+            CollectorOptions {
+                skip_observed_verification: true,
+                early_collection: false,
+                garbage_first: true,
+                read_items_from_graph: true,
+            },
+        );
         let verdicts = Arc::new(Verdicts::default());
         let (v, g) = (verdicts.clone(), graph.clone());
         cluster.on_call(move |cluster, call| {

@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use futures::executor::block_on;
-use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::{
     Cluster, ClusterError, DeleteOptions, Patch, Resource, WarningEvent,
 };
@@ -19,8 +18,9 @@ use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::memory_cluster::resource;
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectType, OwnerReference,
-    RateLimiterConfig, WorkQueue,
 };
+
+mod support;
 
 const RS_UID: &str = "00000000-0000-4000-8000-0000000000aa";
 
@@ -81,18 +81,7 @@ impl<C: Cluster> Env<C> {
     ) -> Env<C> {
         let cluster = Arc::new(cluster);
         let graph = Arc::new(Graph::new(4).unwrap());
-        let changes = Arc::new(PendingGraphChanges::new());
-        let queue =
-            |n: &str| Arc::new(WorkQueue::with_rate_limiter(n, RateLimiterConfig::immediate()));
-        let collector = Collector::new(
-            graph.clone(),
-            cluster.clone(),
-            Arc::new(AbsentOwnerCache::new(100)),
-            queue("garbage_collector_attempt_to_delete"),
-            queue("garbage_collector_attempt_to_orphan"),
-            changes.clone(),
-        )
-        .with_options(options);
+        let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
         let collector = configure(collector);
         Env { ingester: Ingester::new(graph.clone(), 2), cluster, graph, collector, changes }
     }

@@ -451,8 +451,8 @@ mod tests {
             watch_drop_rate: 0.3,
             expire_rate: 0.3,
             conflict_rate: 0.3,
-            watch_delay_rate: 0.0,
-            watch_delay: Duration::ZERO,
+            watch_delay_rate: 0.3,
+            watch_delay: Duration::from_millis(10),
         }
     }
 
@@ -501,6 +501,10 @@ mod tests {
             };
             if let Some(WatchFault::Drop { .. }) = inj.plan(class, "pods", "p").watch {
                 inj.count(FaultKind::WatchDropped);
+            }
+            // Watch delays are drawn per event, not per request.
+            if let Some(d) = inj.watch_delay() {
+                assert!(d <= Duration::from_millis(10), "{d:?}");
             }
         }
         let c = inj.counts();
