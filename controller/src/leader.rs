@@ -22,9 +22,11 @@
 //!   before any standby can consider the lease expired, modulo the process's own exit, which
 //!   takes milliseconds. Each renewal attempt is bounded by the time left before the deadline.
 //!
-//! No crate in the ecosystem judges expiry by local observation time as client-go does
-//! (kube-runtime has no leader election; the election crates compare `renewTime` with the local
-//! wall clock), so this module keeps its own.
+//! Why not a crate: kube-rs has no leader election; `kube-leader-election` is documented as a
+//! basic lock without fencing, for applications that tolerate two leaders for a while; the
+//! ports of client-go's elector we found keep the observation time on the wall clock
+//! (`SystemTime`), which a clock step moves. What is needed here, client-go's rule on the
+//! monotonic clock plus a watchdog that ends the process, is this module's few hundred lines.
 
 use std::time::Duration;
 
