@@ -128,6 +128,7 @@ pub async fn kill_9_mid_cascade_resumes_after_restart(cx: &mut Ctx<'_>) -> anyho
     tokio::time::sleep(Duration::from_secs(2)).await;
     let later = count(cx, "doomed").await?;
     ensure!(later == at_kill, "pods were deleted while kube-gc was dead ({at_kill} -> {later})");
+    finish_crashed_pod_deletions(cx).await?;
     cx.note("killed", "doomed pods left at kill -9", "between 1 and 189".into());
     cx.collector.spawn(&[])?;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -136,6 +137,7 @@ pub async fn kill_9_mid_cascade_resumes_after_restart(cx: &mut Ctx<'_>) -> anyho
         "    · kill -9 again 300 ms into warm-up, {} doomed pods left",
         count(cx, "doomed").await?
     );
+    finish_crashed_pod_deletions(cx).await?;
     cx.collector.start(&[])?;
     cx.expect_snapshot(
         "cascade completed after restarts",
@@ -622,8 +624,11 @@ pub async fn early_collection_apiserver_kill_9_during_warm_up(
 /// Does what kube-controller-manager's pod garbage collector (not the garbage collector under
 /// test, and not run here) does for a pod left terminating: the apiserver deletes an
 /// unscheduled pod in two steps (set deletionTimestamp, then remove), and a `kill -9` between
-/// them leaves the pod with a deletionTimestamp, no finalizers, and nobody to finish it. Both
-/// collectors skip such a pod, as being deleted; a second DELETE (grace period 0) finishes it.
+/// them, of the apiserver or of the client whose DELETE it is serving (the client's disconnect
+/// cancels the request before its second step), leaves the pod with a deletionTimestamp, no
+/// finalizers, and nobody to finish it. Both collectors skip such a pod, as being deleted
+/// (upstream's `attemptToDeleteItem` returns at once for it); a second DELETE (grace period 0)
+/// finishes it, as the pod GC's `gcUnscheduledTerminating` would.
 async fn finish_crashed_pod_deletions(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let pods: Api<DynamicObject> = Api::namespaced_with(
         cx.client.clone(),
@@ -635,10 +640,10 @@ async fn finish_crashed_pod_deletions(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
         match pods.list_metadata(&ListParams::default()).await {
             Ok(list) => break list,
             Err(e) if Instant::now() < deadline => {
-                eprintln!("    · listing pods after the restart: {e}");
+                eprintln!("    · listing pods to finish their deletions: {e}");
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(e) => return Err(e).context("list pods after the apiserver restart"),
+            Err(e) => return Err(e).context("list pods to finish their deletions"),
         }
     };
     for p in list.items {
@@ -672,6 +677,7 @@ pub async fn early_collection_kube_gc_kill_9_during_warm_up(
             let deleted = start_early_collection(cx).await?;
             cx.collector.kill9()?;
             eprintln!("    · kube-gc killed during warm-up, {deleted} deletions in");
+            finish_crashed_pod_deletions(cx).await?;
             // The stall must hold the warm-up open for the whole scenario: past the initial sync
             // timeout, kube-gc would proceed with every decision.
             let mut flags = vec!["--early-collection", "--initial-sync-timeout=600s"];
@@ -689,6 +695,7 @@ pub async fn early_collection_kube_gc_kill_9_during_warm_up(
             }
             cx.collector.kill9()?;
             eprintln!("    · kube-gc killed again as its warm-up started");
+            finish_crashed_pod_deletions(cx).await?;
             cx.collector.spawn(&flags)?;
             finish_early_collection(cx, stall, want, warm).await
         })
