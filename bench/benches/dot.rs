@@ -18,6 +18,8 @@ use kube_gc_bench::workload::{Order, Workload, WorkloadConfig};
 use kube_gc_engine::dot::{to_dot, to_dot_for_uids};
 use kube_gc_engine::{Graph, Ingester, Uid};
 
+kube_gc_bench::counting_allocator!();
+
 fn bench_dot(c: &mut Criterion) {
     let n = common::objects();
     let workload = Workload::generate(&WorkloadConfig::new(n, Order::OwnersFirst));

@@ -20,6 +20,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use kube_gc_bench::harness::{EngineConfig, run_baseline, run_dashmap, run_engine};
 use kube_gc_bench::workload::{Order, Workload, WorkloadConfig};
 
+kube_gc_bench::counting_allocator!();
+
 /// Batch sizes swept (at [`DEFAULT_SHARDS`] shards, all cores).
 const BATCHES: [usize; 4] = [1, 64, 512, 4096];
 /// Shard counts swept (at [`DEFAULT_BATCH`], all cores).

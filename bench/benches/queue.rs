@@ -17,6 +17,8 @@ use criterion::{
 use kube_gc_bench::baseline::Queue;
 use kube_gc_engine::WorkQueue;
 
+kube_gc_bench::counting_allocator!();
+
 /// Items through the queue per iteration.
 const OPS: u64 = 100_000;
 /// Contending threads.

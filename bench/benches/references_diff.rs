@@ -13,6 +13,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use kube_gc_bench::baseline::references_diffs;
 use kube_gc_engine::OwnerReference;
 
+kube_gc_bench::counting_allocator!();
+
 fn owner(uid: &str) -> OwnerReference {
     OwnerReference { uid: uid.to_owned(), ..OwnerReference::default() }
 }

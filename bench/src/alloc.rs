@@ -102,6 +102,30 @@ impl AllocSnapshot {
     }
 }
 
+/// Whether this binary allocates through a [`CountingAlloc`] (declared with
+/// [`counting_allocator!`](crate::counting_allocator)): an allocation moves the counters.
+pub fn is_counting() -> bool {
+    let before = allocation_calls();
+    let probe = std::hint::black_box(Box::new(0u64));
+    let counted = allocation_calls() != before;
+    drop(probe);
+    counted
+}
+
+/// The allocator under the counter: mimalloc, or the system's with the `system-alloc` feature.
+#[cfg(not(feature = "system-alloc"))]
+pub type Inner = mimalloc::MiMalloc;
+/// The allocator under the counter: mimalloc, or the system's with the `system-alloc` feature.
+#[cfg(feature = "system-alloc")]
+pub type Inner = std::alloc::System;
+
+/// The [`Inner`] allocator [`counting_allocator!`](crate::counting_allocator) wraps.
+#[cfg(not(feature = "system-alloc"))]
+pub const INNER: Inner = mimalloc::MiMalloc;
+/// The [`Inner`] allocator [`counting_allocator!`](crate::counting_allocator) wraps.
+#[cfg(feature = "system-alloc")]
+pub const INNER: Inner = std::alloc::System;
+
 /// The name of the allocator under the counter (`mimalloc` or `system`).
 pub const fn allocator_name() -> &'static str {
     if cfg!(feature = "system-alloc") { "system" } else { "mimalloc" }

@@ -58,6 +58,7 @@ impl<G> Run<G> {
 ///
 /// If `config.shards` is not a power of two, or an event is rejected.
 pub fn run_engine(events: &[Event], config: EngineConfig) -> Run<Arc<Graph>> {
+    assert_counting();
     let before = AllocSnapshot::now();
     let graph = Arc::new(Graph::new(config.shards).expect("valid shard count"));
     let mut ingester = Ingester::new(Arc::clone(&graph), config.threads);
@@ -81,6 +82,7 @@ pub fn run_engine(events: &[Event], config: EngineConfig) -> Run<Arc<Graph>> {
 
 /// Ingests `events` through `upstream_design` (one event at a time, one consumer thread).
 pub fn run_baseline(events: &[Event]) -> Run<GraphBuilder> {
+    assert_counting();
     let before = AllocSnapshot::now();
     let builder = GraphBuilder::new();
     let stat = ProcStat::now();
@@ -97,6 +99,7 @@ pub fn run_baseline(events: &[Event]) -> Run<GraphBuilder> {
 
 /// Ingests the add events of `events` into a fresh [`DashGraph`] on `threads` threads.
 pub fn run_dashmap(events: &[Event], threads: usize) -> Run<DashGraph> {
+    assert_counting();
     let before = AllocSnapshot::now();
     let graph = DashGraph::new();
     let stat = ProcStat::now();
@@ -177,4 +180,13 @@ impl ProcStat {
             minor_faults: now.minor_faults - self.minor_faults,
         }
     }
+}
+
+/// Memory figures need the counting allocator; a binary that forgot it would report 0 bytes.
+fn assert_counting() {
+    assert!(
+        crate::alloc::is_counting(),
+        "this binary does not allocate through kube_gc_bench::alloc::CountingAlloc: \
+         add `kube_gc_bench::counting_allocator!();` at its root"
+    );
 }

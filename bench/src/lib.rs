@@ -14,9 +14,10 @@
 //!
 //! # Allocator
 //!
-//! Every binary linked with this crate (the harness, the benches, the tests) allocates through
-//! [`alloc::CountingAlloc`] around mimalloc, or around the system allocator with the
-//! `system-alloc` feature.
+//! A library does not choose the allocator; each binary that measures memory does, with
+//! [`counting_allocator!`] (the harness, the benches, the allocation tests): it allocates
+//! through [`alloc::CountingAlloc`] around mimalloc, or around the system allocator with the
+//! `system-alloc` feature. Measuring without it is an error ([`alloc::is_counting`]).
 #![deny(unsafe_code)] // `forbid` everywhere but `alloc`, which implements `GlobalAlloc`
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
@@ -26,12 +27,13 @@ pub mod dashmap_graph;
 pub mod harness;
 pub mod workload;
 
-#[cfg(not(feature = "system-alloc"))]
-#[global_allocator]
-static GLOBAL: alloc::CountingAlloc<mimalloc::MiMalloc> =
-    alloc::CountingAlloc::new(mimalloc::MiMalloc);
-
-#[cfg(feature = "system-alloc")]
-#[global_allocator]
-static GLOBAL: alloc::CountingAlloc<std::alloc::System> =
-    alloc::CountingAlloc::new(std::alloc::System);
+/// Declares this binary's global allocator: [`alloc::CountingAlloc`] around mimalloc, or around
+/// the system allocator with the `system-alloc` feature. Invoke once, at a binary's root.
+#[macro_export]
+macro_rules! counting_allocator {
+    () => {
+        #[global_allocator]
+        static GLOBAL: $crate::alloc::CountingAlloc<$crate::alloc::Inner> =
+            $crate::alloc::CountingAlloc::new($crate::alloc::INNER);
+    };
+}

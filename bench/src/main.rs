@@ -18,6 +18,8 @@ use kube_gc_bench::harness::{EngineConfig, Rss, run_baseline, run_engine};
 
 use kube_gc_bench::workload::{DEFAULT_NAMESPACES, DEFAULT_SEED, Order, Workload, WorkloadConfig};
 
+kube_gc_bench::counting_allocator!();
+
 #[derive(Parser, Debug)]
 #[command(name = "kube-gc-bench", version, about = "kube-gc's warm-up harness")]
 struct Cli {

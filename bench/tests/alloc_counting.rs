@@ -3,6 +3,8 @@
 
 use kube_gc_bench::alloc::{AllocSnapshot, live_bytes};
 
+kube_gc_bench::counting_allocator!();
+
 #[test]
 fn live_bytes_should_count_live_allocations_on_every_thread() {
     // One thread: exact.

@@ -242,7 +242,7 @@ impl Cluster for KubeCluster {
         Ok(())
     }
 
-    async fn record_event(&self, event: WarningEvent) {
+    fn record_event(&self, event: WarningEvent) {
         // Never waits: queued for the recorder's own task and budget.
         self.events.record(event);
     }

@@ -462,7 +462,7 @@ async fn ingest_loop(
                 tracing::warn!(error = %e, "rejected malformed event");
             }
             tracing::trace!(events = n, "applied batch");
-            collector.apply_ingest_output(out).await;
+            collector.apply_ingest_output(out);
         }
         for key in synced {
             sync.mark(key);

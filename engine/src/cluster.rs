@@ -3,8 +3,8 @@
 //! Upstream: `operations.go` (getObject, patch, deleteObject, apiResource) and the restMapper;
 //! GC-SPEC.md §5.
 //!
-//! The controller implements it with kube-rs; tests use [`crate::memory_cluster::MemoryCluster`],
-//! which implements the API server's deletion semantics and records every call.
+//! The controller implements it with kube-rs; tests use `kube_gc_testkit::MemoryCluster`, which
+//! implements the API server's deletion semantics and records every call.
 
 use std::fmt;
 use std::future::Future;
@@ -25,6 +25,34 @@ pub struct Resource {
     pub kind: String,
     /// Whether objects of this resource live in namespaces.
     pub namespaced: bool,
+}
+
+impl Resource {
+    /// A resource from an apiVersion (`v1`, `apps/v1`), a plural name, a kind and a scope.
+    pub fn new(api_version: &str, plural: &str, kind: &str, namespaced: bool) -> Resource {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        Resource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            resource: plural.to_owned(),
+            kind: kind.to_owned(),
+            namespaced,
+        }
+    }
+
+    /// The apiVersion its objects carry: `version` for the core group, else `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The [`ObjectType`] (apiVersion and kind) of its objects.
+    pub fn object_type(&self) -> ObjectType {
+        ObjectType::new(&self.api_version(), &self.kind)
+    }
 }
 
 impl fmt::Display for Resource {
@@ -171,5 +199,7 @@ pub trait Cluster: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
 
     /// Records a Kubernetes Event. Best effort: failures are the implementation's to log.
-    fn record_event(&self, event: WarningEvent) -> impl Future<Output = ()> + Send;
+    /// Must not wait (it is called from the graph builder, between two batches): queue the
+    /// event for a recorder of its own, as client-go's broadcaster does.
+    fn record_event(&self, event: WarningEvent);
 }

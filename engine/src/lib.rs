@@ -13,7 +13,7 @@
 //! - [`WorkQueue`] is client-go's rate-limited work queue; the collector runs
 //!   `attemptToDelete` and `attemptToOrphan` over two of them.
 //! - [`collector`] holds the decisions (`attempt_to_delete`, `attempt_to_orphan`), which reach
-//!   the cluster only through the [`Cluster`] trait; [`memory_cluster::MemoryCluster`]
+//!   the cluster only through the [`Cluster`] trait; `kube_gc_testkit::MemoryCluster`
 //!   implements it in memory for tests.
 //! - [`dot`] exports the graph in upstream's DOT format.
 //!
@@ -42,7 +42,6 @@ pub mod error;
 pub mod graph;
 pub mod identity;
 pub mod ingest;
-pub mod memory_cluster;
 pub mod patch;
 pub mod queue;
 
@@ -52,5 +51,4 @@ pub use error::{Error, IngestError, Result};
 pub use graph::Graph;
 pub use identity::{Coordinates, Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
 pub use ingest::{Event, EventType, Ingester, ObjectMeta, OwnerReference, SequentialGraph};
-pub use memory_cluster::MemoryCluster;
 pub use queue::{GetFuture, QueueStats, RateLimiter, RateLimiterConfig, WorkQueue};

@@ -16,11 +16,12 @@ use kube_gc_engine::collector::{
     Collector, DeleteItemResult, ItemError, Outcome, PendingGraphChanges, VirtualEventSink,
 };
 use kube_gc_engine::graph::NodeKey;
-use kube_gc_engine::memory_cluster::{Verb, resource};
 use kube_gc_engine::{
-    Event, EventType, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectReference, OwnerReference,
+    Event, EventType, Graph, Ingester, ObjectMeta, ObjectReference, OwnerReference,
     RateLimiterConfig, Uid, WorkQueue,
 };
+use kube_gc_testkit::MemoryCluster;
+use kube_gc_testkit::memory_cluster::{Verb, resource};
 
 fn pods() -> Resource {
     resource("v1", "pods", "Pod", true)
@@ -41,14 +42,10 @@ fn widgets() -> Resource {
     resource("example.com/v1", "widgets", "Widget", true)
 }
 
-fn api_version(r: &Resource) -> String {
-    if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) }
-}
-
 /// A reference to the object `name` (UID `uid`) of `owner`'s resource.
 fn owner_ref(owner: &Resource, name: &str, uid: &str, blocks: Option<bool>) -> OwnerReference {
     OwnerReference {
-        api_version: api_version(owner),
+        api_version: owner.api_version(),
         kind: owner.kind.clone(),
         name: name.into(),
         uid: uid.into(),
@@ -112,10 +109,10 @@ impl Env {
 
     /// Ingests an informer event for `meta`, and hands the output to the collector.
     fn observe(&mut self, event_type: EventType, r: &Resource, meta: ObjectMeta) {
-        let ty = kube_gc_engine::ObjectType::new(&api_version(r), &r.kind);
+        let ty = kube_gc_engine::ObjectType::new(&r.api_version(), &r.kind);
         let out = self.ingester.ingest(&[Event::new(event_type, ty, meta)]);
         assert!(out.errors.is_empty(), "{:?}", out.errors);
-        block_on(self.gc.apply_ingest_output(out));
+        self.gc.apply_ingest_output(out);
     }
 
     /// Ingests the object's current state from the cluster as an update.

@@ -32,11 +32,12 @@ use std::sync::{Arc, Mutex};
 use futures::executor::block_on;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PropagationPolicy, Resource};
 use kube_gc_engine::collector::{Collector, CollectorOptions, PendingGraphChanges};
-use kube_gc_engine::memory_cluster::{Call, Request, resource};
-use kube_gc_engine::patch::apply_patch;
 use kube_gc_engine::{
-    Event, EventType, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectType, OwnerReference, Uid,
+    Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
 };
+use kube_gc_testkit::MemoryCluster;
+use kube_gc_testkit::memory_cluster::{Call, Request, resource};
+use kube_gc_testkit::patch::apply_patch;
 use proptest::prelude::*;
 
 mod support;
@@ -59,10 +60,6 @@ fn slot_resource(slot: u8) -> Resource {
 
 fn slot_name(slot: u8) -> String {
     format!("o{slot}")
-}
-
-fn api_version(r: &Resource) -> String {
-    if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) }
 }
 
 /// One step of a history.
@@ -195,7 +192,7 @@ impl World {
             None => self.fresh_uid(),
         };
         OwnerReference {
-            api_version: api_version(&r),
+            api_version: r.api_version(),
             kind: r.kind.clone(),
             name: slot_name(owner),
             uid,
@@ -307,7 +304,7 @@ impl World {
             .into_iter()
             .map(|(r, m)| ((r.resource.clone(), m.namespace.clone(), m.name.clone()), (r, m)))
             .collect();
-        let ty = |r: &Resource| ObjectType::new(&api_version(r), &r.kind);
+        let ty = |r: &Resource| ObjectType::new(&r.api_version(), &r.kind);
         for (key, (r, old)) in &self.seen {
             match now.get(key) {
                 Some((_, new)) if new.uid == old.uid => {}
@@ -336,7 +333,7 @@ impl World {
         let batch: Vec<Event> = self.pending.drain(..n).collect();
         let out = self.ingester.ingest(&batch);
         assert!(out.errors.is_empty(), "{:?}", out.errors);
-        block_on(self.collector.apply_ingest_output(out));
+        self.collector.apply_ingest_output(out);
     }
 
     /// One item of either queue, if any; virtual deletes the worker found join the pending

@@ -21,13 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::executor::block_on;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
 use kube_gc_engine::collector::{Collector, CollectorOptions, PendingGraphChanges};
-use kube_gc_engine::memory_cluster::{
-    Call, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Request, resource,
-};
-use kube_gc_engine::patch::apply_patch;
-use kube_gc_engine::{
-    Event, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectType, OwnerReference,
-};
+use kube_gc_engine::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
+use kube_gc_engine::{Event, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference};
+use kube_gc_testkit::MemoryCluster;
+use kube_gc_testkit::memory_cluster::{Call, Request, resource};
+use kube_gc_testkit::patch::apply_patch;
 use parking_lot::Mutex;
 use proptest::prelude::*;
 
@@ -56,10 +54,6 @@ fn slots() -> Vec<(Resource, &'static str)> {
 
 fn widgets() -> Resource {
     resource("acme.example/v1", "widgets", "Widget", true)
-}
-
-fn api_version(r: &Resource) -> String {
-    if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) }
 }
 
 fn ns_of(r: &Resource) -> &'static str {
@@ -144,7 +138,7 @@ fn classify(cluster: &MemoryCluster, dependent: &ObjectMeta, r: &OwnerReference)
     let ns = if res.namespaced { dependent.namespace.as_str() } else { "" };
     match cluster.object(&res, ns, &r.name) {
         Some(o) if o.uid == r.uid => {
-            if o.deletion_timestamp && o.has_finalizer(FINALIZER_FOREGROUND) {
+            if o.deletion_timestamp && o.has_finalizer(FINALIZER_DELETE_DEPENDENTS) {
                 Class::Waiting
             } else {
                 Class::Solid
@@ -236,7 +230,7 @@ fn judge_delete(
     }
     let from_finalizers = if live.has_finalizer(FINALIZER_ORPHAN) {
         PropagationPolicy::Orphan
-    } else if live.has_finalizer(FINALIZER_FOREGROUND) {
+    } else if live.has_finalizer(FINALIZER_DELETE_DEPENDENTS) {
         PropagationPolicy::Foreground
     } else {
         PropagationPolicy::Background
@@ -332,7 +326,7 @@ fn judge_patch(
                 ));
             }
             orphaned.insert(live.uid.clone());
-        } else if f == FINALIZER_FOREGROUND {
+        } else if f == FINALIZER_DELETE_DEPENDENTS {
             let left = live_dependents(cluster, &live.uid, true);
             if !left.is_empty() {
                 return Some(format!("patch removes foregroundDeletion while {left:?} block it"));
@@ -452,10 +446,10 @@ impl World {
             o.uid == uid
                 && o.deletion_timestamp
                 && (o.has_finalizer(FINALIZER_ORPHAN)
-                    || (block && o.has_finalizer(FINALIZER_FOREGROUND)))
+                    || (block && o.has_finalizer(FINALIZER_DELETE_DEPENDENTS)))
         });
         (!racing).then(|| OwnerReference {
-            api_version: api_version(&res),
+            api_version: res.api_version(),
             kind: res.kind.clone(),
             name: name.to_owned(),
             uid,
@@ -536,7 +530,7 @@ impl World {
 
     fn ingest(&mut self, events: &[Event]) {
         let out = self.ingester.ingest(events);
-        block_on(self.collector.apply_ingest_output(out));
+        self.collector.apply_ingest_output(out);
     }
 
     /// Delivers the first `count` undelivered watch events.
@@ -636,8 +630,8 @@ impl World {
             // upstream can never delete, a cluster-scoped dependent's invalid reference, keeps
             // it for ever, upstream too); orphan's is always met once the workers are idle.
             let blocked = !live_dependents(&self.cluster, &m.uid, true).is_empty();
-            for f in [FINALIZER_ORPHAN, FINALIZER_FOREGROUND] {
-                if m.has_finalizer(f) && !(f == FINALIZER_FOREGROUND && blocked) {
+            for f in [FINALIZER_ORPHAN, FINALIZER_DELETE_DEPENDENTS] {
+                if m.has_finalizer(f) && !(f == FINALIZER_DELETE_DEPENDENTS && blocked) {
                     problems.push(format!(
                         "{}/{} keeps {f}: {}",
                         res.resource,

@@ -30,11 +30,12 @@ use kube_gc_engine::collector::{
 };
 use kube_gc_engine::graph::{GraphSnapshot, NodeKey, NodeView};
 use kube_gc_engine::ingest::IngestOutput;
-use kube_gc_engine::memory_cluster::{Verb, resource};
 use kube_gc_engine::{
-    Event, EventType, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectReference, ObjectType,
-    OwnerRef, OwnerReference, RateLimiterConfig, SequentialGraph, Uid, WorkQueue,
+    Event, EventType, Graph, Ingester, ObjectMeta, ObjectReference, ObjectType, OwnerRef,
+    OwnerReference, RateLimiterConfig, SequentialGraph, Uid, WorkQueue,
 };
+use kube_gc_testkit::MemoryCluster;
+use kube_gc_testkit::memory_cluster::{Verb, resource};
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers (upstream's makeID, makeObj, makeAddEvent, verifyGraphInvariants, …)
@@ -250,7 +251,7 @@ mod attempt_to_delete_item {
     /// Makes the first DELETE find the object changed since its GET, by `change`.
     fn change_before_first_delete(
         cluster: &MemoryCluster,
-        change: impl Fn(&MemoryCluster, &kube_gc_engine::memory_cluster::Call) -> Option<ClusterError>
+        change: impl Fn(&MemoryCluster, &kube_gc_testkit::memory_cluster::Call) -> Option<ClusterError>
         + Send
         + Sync
         + 'static,
@@ -820,7 +821,7 @@ mod conflicting_data {
             let out = self.ingester.ingest(std::slice::from_ref(event));
             assert!(out.errors.is_empty(), "{}: {:?}", self.at(), out.errors);
             self.sequential.apply(event, &mut IngestOutput::default());
-            block_on(self.gc.apply_ingest_output(out));
+            self.gc.apply_ingest_output(out);
         }
 
         /// Upstream's `createObjectInClient`.

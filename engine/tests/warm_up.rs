@@ -15,10 +15,9 @@ use kube_gc_engine::cluster::{
 };
 use kube_gc_engine::collector::{Collector, CollectorOptions, Outcome, PendingGraphChanges};
 use kube_gc_engine::graph::NodeKey;
-use kube_gc_engine::memory_cluster::resource;
-use kube_gc_engine::{
-    Event, EventType, Graph, Ingester, MemoryCluster, ObjectMeta, ObjectType, OwnerReference,
-};
+use kube_gc_engine::{Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference};
+use kube_gc_testkit::MemoryCluster;
+use kube_gc_testkit::memory_cluster::resource;
 
 mod support;
 
@@ -88,14 +87,14 @@ impl<C: Cluster> Env<C> {
 
     fn observe(&mut self, event_type: EventType, ty: ObjectType, m: ObjectMeta) {
         let out = self.ingester.ingest(&[Event::new(event_type, ty, m)]);
-        block_on(self.collector.apply_ingest_output(out));
+        self.collector.apply_ingest_output(out);
     }
 
     /// Feeds pending virtual delete events back into the graph.
     fn apply_graph_changes(&mut self) {
         let events = self.changes.drain(usize::MAX);
         let out = self.ingester.ingest(&events);
-        block_on(self.collector.apply_ingest_output(out));
+        self.collector.apply_ingest_output(out);
     }
 
     /// Runs the attemptToDelete worker until its queue is empty (at most `max` items; a
@@ -343,8 +342,8 @@ impl Cluster for YieldingCluster {
     ) -> Result<(), ClusterError> {
         self.0.delete(r, ns, name, o).await
     }
-    async fn record_event(&self, e: WarningEvent) {
-        self.0.record_event(e).await
+    fn record_event(&self, e: WarningEvent) {
+        self.0.record_event(e)
     }
 }
 
@@ -394,7 +393,7 @@ fn likely_garbage_is_processed_before_re_checks() {
     for (garbage_first, want) in [(false, [1, 4, 2, 3]), (true, [2, 4, 1, 3])] {
         let options = CollectorOptions { garbage_first, ..skip() };
         let env = Env::new(cluster_with(&[]), options);
-        block_on(env.collector.apply_ingest_output(output.clone()));
+        env.collector.apply_ingest_output(output.clone());
         let got: Vec<u128> = env
             .collector
             .attempt_to_delete_queue()

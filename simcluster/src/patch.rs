@@ -3,8 +3,8 @@
 //!
 //! Strategic merge is emulated for what kube-gc and most clients send: `metadata.ownerReferences`
 //! merges by `uid` (with `$patch: delete`) and `metadata.finalizers` is a merge list (with
-//! `$deleteFromPrimitiveList/finalizers`), both through the engine's
-//! [`kube_gc_engine::patch::apply_strategic_merge`], which also rejects a `metadata.uid` change
+//! `$deleteFromPrimitiveList/finalizers`), both through testkit's
+//! [`kube_gc_testkit::patch::apply_strategic_merge`], which also rejects a `metadata.uid` change
 //! (422) and checks a `metadata.resourceVersion` (409). Everything else merges as a JSON merge
 //! patch (maps merge, `null` deletes, lists are replaced): lists with merge keys outside
 //! metadata (`spec.containers` by `name`, …) are *not* merged by key. Custom resources refuse
@@ -15,9 +15,8 @@
 
 use kube_gc_engine::ClusterError;
 use kube_gc_engine::ObjectMeta;
-use kube_gc_engine::patch::{
-    apply_strategic_merge, owner_reference_from_json, owner_reference_to_json,
-};
+use kube_gc_engine::patch::{owner_reference_from_json, owner_reference_to_json};
+use kube_gc_testkit::patch::apply_strategic_merge;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};

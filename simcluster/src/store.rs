@@ -33,7 +33,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use kube_gc_engine::cluster::PropagationPolicy;
-use kube_gc_engine::memory_cluster::deletion_finalizers_for_garbage_collection;
+use kube_gc_testkit::registry::deletion_finalizers_for_garbage_collection;
 use parking_lot::RwLock;
 use serde::Deserialize;
 use serde_json::{Map, Value};

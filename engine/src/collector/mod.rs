@@ -447,7 +447,7 @@ impl<C: Cluster> Collector<C> {
 
     /// Carries out what a batch's ingestion decided: queue its items, cache its absent
     /// owners, record its warnings. Call it after each [`crate::Ingester::ingest`].
-    pub async fn apply_ingest_output(&self, output: IngestOutput) {
+    pub fn apply_ingest_output(&self, output: IngestOutput) {
         for owner in output.absent_owners {
             self.absent_owners.add(owner);
         }
@@ -464,7 +464,7 @@ impl<C: Cluster> Collector<C> {
             }
         }
         for w in output.warnings {
-            self.cluster.record_event(w).await;
+            self.cluster.record_event(w);
         }
     }
 

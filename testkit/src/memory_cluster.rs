@@ -51,7 +51,7 @@
 //!
 //! # Concurrency
 //!
-//! Every method takes `&self`; state sits behind one mutex (from `crate::sync`), taken once to
+//! Every method takes `&self`; state sits behind one mutex, taken once to
 //! record a call and once to serve it, never across an `.await`. Hooks run between the two, under
 //! their own lock.
 //!
@@ -60,7 +60,7 @@
 //! ```
 //! use kube_gc_engine::{Cluster, ObjectMeta};
 //! use kube_gc_engine::cluster::{DeleteOptions, PropagationPolicy};
-//! use kube_gc_engine::memory_cluster::{MemoryCluster, resource};
+//! use kube_gc_testkit::{MemoryCluster, resource};
 //!
 //! let cluster = MemoryCluster::new();
 //! let deployments = resource("apps/v1", "deployments", "Deployment", true);
@@ -92,35 +92,24 @@
 //! ]);
 //! ```
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use crate::cluster::{
-    Cluster, ClusterError, DeleteOptions, Patch, PatchType, PropagationPolicy, Resource,
-    WarningEvent,
+use kube_gc_engine::cluster::{
+    Cluster, ClusterError, DeleteOptions, Patch, PatchType, Resource, WarningEvent,
 };
-use crate::identity::ObjectType;
-use crate::ingest::{Event, EventType, ObjectMeta};
+use kube_gc_engine::identity::ObjectType;
+use kube_gc_engine::ingest::{Event, EventType, ObjectMeta};
+use parking_lot::Mutex;
+
+pub use crate::calls::{Call, Request, Verb, fake_recorder_string};
 use crate::patch::apply_patch;
-use crate::sync::Mutex;
-
-/// The finalizer the API server adds for an orphaning delete (`metav1.FinalizerOrphanDependents`).
-pub const FINALIZER_ORPHAN: &str = "orphan";
-
-/// The finalizer the API server adds for a foreground delete (`metav1.FinalizerDeleteDependents`).
-pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+pub use crate::registry::deletion_finalizers_for_garbage_collection;
 
 /// Builds a [`Resource`] from an apiVersion (`v1`, `apps/v1`), a plural resource name, a kind
-/// and a scope.
+/// and a scope ([`Resource::new`]).
 pub fn resource(api_version: &str, plural: &str, kind: &str, namespaced: bool) -> Resource {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    Resource {
-        group: group.to_owned(),
-        version: version.to_owned(),
-        resource: plural.to_owned(),
-        kind: kind.to_owned(),
-        namespaced,
-    }
+    Resource::new(api_version, plural, kind, namespaced)
 }
 
 /// How the server treats a registered resource.
@@ -138,154 +127,6 @@ pub struct ResourceOptions {
     /// [`expire_grace_period`](MemoryCluster::expire_grace_period) (the kubelet's final delete);
     /// meanwhile further deletes change nothing.
     pub grace_period_seconds: u32,
-}
-
-/// A request verb, as the fake client names it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum Verb {
-    /// GET.
-    Get,
-    /// PATCH.
-    Patch,
-    /// DELETE.
-    Delete,
-}
-
-impl Verb {
-    /// `get`, `patch` or `delete`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Get => "get",
-            Verb::Patch => "patch",
-            Verb::Delete => "delete",
-        }
-    }
-}
-
-/// What a recorded call asked for.
-#[derive(Clone, PartialEq, Debug)]
-pub enum Request {
-    /// A GET.
-    Get,
-    /// A PATCH, with its type and body.
-    Patch(Patch),
-    /// A DELETE, with its options.
-    Delete(DeleteOptions),
-}
-
-/// One recorded API call (recorded before it is served, so failed calls are recorded too).
-#[derive(Clone, PartialEq, Debug)]
-pub struct Call {
-    /// The resource addressed.
-    pub resource: Resource,
-    /// The namespace given (empty for cluster-scoped requests).
-    pub namespace: String,
-    /// The object's name.
-    pub name: String,
-    /// The verb and its payload.
-    pub request: Request,
-}
-
-impl Call {
-    /// The call's verb.
-    pub fn verb(&self) -> Verb {
-        match self.request {
-            Request::Get => Verb::Get,
-            Request::Patch(_) => Verb::Patch,
-            Request::Delete(_) => Verb::Delete,
-        }
-    }
-
-    /// The patch, for a PATCH.
-    pub fn patch(&self) -> Option<&Patch> {
-        match &self.request {
-            Request::Patch(patch) => Some(patch),
-            _ => None,
-        }
-    }
-
-    /// The options, for a DELETE.
-    pub fn delete_options(&self) -> Option<&DeleteOptions> {
-        match &self.request {
-            Request::Delete(options) => Some(options),
-            _ => None,
-        }
-    }
-
-    /// The fake client's action string upstream's tests assert: `<verb> <gvr>[ ns=<ns>][ name=<name>]`,
-    /// e.g. `get /v1, Resource=pods ns=ns1 name=podname1`, `get /v1, Resource=nodes name=nodename`.
-    pub fn action(&self) -> String {
-        let mut s = format!("{} {}", self.verb().as_str(), self.resource);
-        if !self.namespace.is_empty() {
-            s.push_str(" ns=");
-            s.push_str(&self.namespace);
-        }
-        if !self.name.is_empty() {
-            s.push_str(" name=");
-            s.push_str(&self.name);
-        }
-        s
-    }
-}
-
-/// Upstream's `FakeRecorder` string of an event (with `IncludeObject`):
-/// `Warning <reason> <message> involvedObject{kind=<K>,apiVersion=<V>}`.
-pub fn fake_recorder_string(event: &WarningEvent) -> String {
-    format!(
-        "Warning {} {} involvedObject{{kind={},apiVersion={}}}",
-        event.reason,
-        event.message,
-        event.involved.ty.kind(),
-        event.involved.ty.api_version()
-    )
-}
-
-/// `deletionFinalizersForGarbageCollection` of the generic registry store: the finalizers an
-/// object should have after a delete with `policy`, or `None` if their *set* is unchanged.
-///
-/// Both GC finalizers are removed, then `orphan` is appended if the delete orphans and
-/// `foregroundDeletion` if it deletes dependents in the foreground. Each is decided by the
-/// explicit `policy` if any, else by the finalizer the object already has, else by the resource's
-/// default (`default_orphan` for legacy kinds; never foreground).
-pub fn deletion_finalizers_for_garbage_collection(
-    finalizers: &[String],
-    policy: Option<PropagationPolicy>,
-    default_orphan: bool,
-) -> Option<Vec<String>> {
-    let existing = finalizers.iter().find_map(|f| match f.as_str() {
-        FINALIZER_ORPHAN => Some(PropagationPolicy::Orphan),
-        FINALIZER_FOREGROUND => Some(PropagationPolicy::Foreground),
-        _ => None,
-    });
-    let (should_orphan, should_delete_dependents) = match policy.or(existing) {
-        Some(PropagationPolicy::Orphan) => (true, false),
-        Some(PropagationPolicy::Foreground) => (false, true),
-        Some(PropagationPolicy::Background) => (false, false),
-        None => (default_orphan, false),
-    };
-    let mut next: Vec<String> = finalizers
-        .iter()
-        .filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND)
-        .cloned()
-        .collect();
-    if should_orphan {
-        next.push(FINALIZER_ORPHAN.to_owned());
-    }
-    if should_delete_dependents {
-        next.push(FINALIZER_FOREGROUND.to_owned());
-    }
-    let old: HashSet<&str> = finalizers.iter().map(String::as_str).collect();
-    let new: HashSet<&str> = next.iter().map(String::as_str).collect();
-    (old != new).then_some(next)
-}
-
-/// `resource`'s apiVersion (`v1`, `apps/v1`).
-fn api_version(resource: &Resource) -> String {
-    if resource.group.is_empty() {
-        resource.version.clone()
-    } else {
-        format!("{}/{}", resource.group, resource.version)
-    }
 }
 
 /// A hook consulted on every call; see [`MemoryCluster::on_call`].
@@ -351,7 +192,7 @@ impl State {
 
     /// Appends the watch event for a change of an object of `resource` from `old` to `new`.
     fn log(&mut self, resource: &Resource, old: Option<ObjectMeta>, new: Option<ObjectMeta>) {
-        let ty = ObjectType::new(&api_version(resource), &resource.kind);
+        let ty = resource.object_type();
         self.watch.push(match (old, new) {
             (None, Some(new)) => Event::new(EventType::Add, ty, new),
             (Some(old), Some(new)) => Event::update(ty, old, new),
@@ -493,7 +334,7 @@ impl MemoryCluster {
     /// Maps `resource` with explicit options (replacing any earlier registration of its
     /// apiVersion/kind).
     pub fn register_with(&self, resource: Resource, options: ResourceOptions) {
-        let ty = ObjectType::new(&api_version(&resource), &resource.kind);
+        let ty = resource.object_type();
         let mut state = self.state.lock();
         state.options.insert(gvr(&resource), options);
         state.mappings.insert(ty, resource);
@@ -845,7 +686,7 @@ impl Cluster for MemoryCluster {
         self.serve_delete(resource, namespace, name, options)
     }
 
-    async fn record_event(&self, event: WarningEvent) {
+    fn record_event(&self, event: WarningEvent) {
         self.state.lock().events.push(event);
     }
 }
@@ -856,9 +697,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::identity::ObjectReference;
-    use crate::ingest::OwnerReference;
-    use crate::patch::{
+    use kube_gc_engine::cluster::PropagationPolicy;
+    use kube_gc_engine::identity::ObjectReference;
+    use kube_gc_engine::ingest::OwnerReference;
+    use kube_gc_engine::patch::{
         delete_owner_refs_json_merge, delete_owner_refs_strategic, remove_finalizer_json_merge,
     };
 
@@ -1302,7 +1144,7 @@ mod tests {
             message: r#"ownerRef [v1/Pod, namespace: ns1, name: podname2, uid: poduid2] does not exist in namespace "ns1""#
                 .into(),
         };
-        block_on(cluster.record_event(event.clone()));
+        cluster.record_event(event.clone());
         assert_eq!(
             cluster.take_event_strings(),
             [
@@ -1319,32 +1161,6 @@ mod tests {
         assert_eq!(cluster.delete_object(&pods(), "ns1", "pod").unwrap().uid, "1");
         assert!(cluster.objects().is_empty());
         assert!(cluster.calls().is_empty());
-    }
-
-    #[test]
-    fn deletion_finalizers_report_only_set_changes() {
-        let f = |v: &[&str]| strings(v);
-        assert_eq!(deletion_finalizers_for_garbage_collection(&f(&["orphan"]), None, false), None);
-        assert_eq!(
-            deletion_finalizers_for_garbage_collection(
-                &f(&["orphan", "a"]),
-                Some(PropagationPolicy::Orphan),
-                false
-            ),
-            None
-        );
-        assert_eq!(
-            deletion_finalizers_for_garbage_collection(&f(&["a"]), None, true),
-            Some(f(&["a", "orphan"]))
-        );
-        assert_eq!(
-            deletion_finalizers_for_garbage_collection(
-                &f(&["foregroundDeletion", "orphan"]),
-                Some(PropagationPolicy::Background),
-                false
-            ),
-            Some(f(&[]))
-        );
     }
 
     #[test]
