@@ -793,3 +793,19 @@ fn repeated_uid_garbage_is_collected() {
     let ops = [create(2, &[(0, false)]), create(0, &[(2, false), (2, false)])];
     run(&ops, false).unwrap();
 }
+
+/// Found after the fixes, by a new seed: the unblock patch of a foreground cycle was
+/// built from the graph's owners and sent unpinned after a conflict. The object had lost the
+/// owner meanwhile, and the strategic merge gave that reference back.
+#[test]
+fn unblocking_never_gives_back_a_removed_reference() {
+    let ops = [
+        create(2, &[]),
+        create(1, &[(2, false)]),
+        create(3, &[(0, false), (2, false)]),
+        create(4, &[(1, false), (2, true)]),
+        Op::Delete { slot: 2, policy: Some(PropagationPolicy::Foreground) },
+        Op::AddRef { slot: 2, owner: 4, block: false, repeat: false },
+    ];
+    run(&ops, true).unwrap();
+}

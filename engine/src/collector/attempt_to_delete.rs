@@ -233,7 +233,16 @@ impl<C: Cluster> Collector<C> {
                 let deleting = self.graph.node(dep.uid).is_some_and(|d| d.deleting_dependents);
                 if deleting {
                     tracing::debug!(item = %identity, dependent = ?dep.uid, "processing item: at least one owner of item has FinalizerDeletingDependents, and the item itself has dependents, one of which is also deletingDependents: unblocking the owner references");
-                    let strategic = patch::unblock_owner_refs_strategic(identity.uid, &item.owners);
+                    // Built from the references the decision read, and pinned to the version
+                    // they were read at. Upstream builds it from the graph's owners, unpinned:
+                    // a strategic-merge element whose UID the object no longer has *adds* that
+                    // reference, so a stale copy (or a change after the read) would give the
+                    // object back an owner a user removed. A 409 requeues the item; its next
+                    // decision reads it again.
+                    let strategic = patch::at_resource_version(
+                        patch::unblock_owner_refs_strategic(identity.uid, &owners),
+                        &latest.resource_version,
+                    );
                     let view = View { meta: &latest, from_graph };
                     if let Err(e) = self
                         .patch_with_fallback(identity, strategic, Some(view), |current| {
