@@ -1,22 +1,25 @@
 //! kube-gc, the binary's library: the thin layer that wires [`kube_gc_engine`] to a cluster
 //! through kube-rs.
 //!
-//! The data path, file by file:
+//! The data path, file by file (one watch event crosses these, and the engine's five):
 //!
 //! ```text
-//! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource)
-//!      │                 │ batches (IngestMsg)
+//! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource: list + watch)
+//!      │                 │ WatchBatch (notifications)
 //!      │                 ▼
-//!      │           run.rs: ingest loop ──► engine::Ingester ──► Graph
-//!      │                                        │ queue items
-//!      ▼                                        ▼
-//! kube_cluster.rs ◄── engine::Collector ◄── workers (run.rs, --concurrent-gc-syncs)
+//!      │           batcher.rs (coalesces all watchers' chunks and wakes for virtual deletes)
+//!      │                 │ Work
+//!      │                 ▼
+//!      │           run.rs: ingest loop ──► engine::GraphBuilder::ingest ──► Graph, queues
+//!      ▼                                                                      │
+//! kube_cluster.rs ◄── engine::Collector ◄── workers.rs (--concurrent-gc-syncs) ◄┘
 //! ```
 //!
 //! Decisions live in the engine; this crate only moves data and talks HTTP.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod batcher;
 pub mod discovery;
 pub mod events;
 pub mod flags;
@@ -26,6 +29,7 @@ pub mod leader;
 pub mod metrics;
 pub mod run;
 pub mod watchers;
+pub mod workers;
 
 pub use flags::Flags;
 pub use run::Controller;

@@ -1,4 +1,4 @@
-//! Wiring: discovery → watchers → ingest loop → graph → queues → workers → cluster.
+//! Wiring: discovery → watchers → batcher → graph builder → queues → workers → cluster.
 //!
 //! Upstream: `garbagecollector.go` (`Run`, `Sync`) and `graph_builder.go` (`syncMonitors`,
 //! `startMonitors`, `IsSynced`); GC-SPEC.md §6.
@@ -13,46 +13,48 @@ use futures::FutureExt;
 use kube::Client;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::Resource;
-use kube_gc_engine::collector::{Collector, CollectorOptions, VirtualEventSink};
+use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::queue::WorkQueue;
-use kube_gc_engine::{Event, Graph, Ingester};
+use kube_gc_engine::{Graph, GraphBuilder, GraphChanges, Ingester, WatchSource};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
+use crate::batcher::{Batcher, WatcherMsg};
 use crate::discovery::{self, Discovered};
 use crate::flags::Flags;
 use crate::http::DebugState;
 use crate::kube_cluster::KubeCluster;
 use crate::metrics::Metrics;
-use crate::watchers::{IngestMsg, run_watcher};
-
-/// Sends workers' virtual delete events to the ingest loop.
-#[derive(Debug)]
-struct ChannelSink(mpsc::UnboundedSender<Event>);
-
-impl VirtualEventSink for ChannelSink {
-    fn push(&self, event: Event) {
-        // Only fails once the ingest loop is gone, i.e. while shutting down.
-        let _ = self.0.send(event);
-    }
-}
+use crate::watchers::run_watcher;
 
 /// Which watchers have delivered their initial list into the graph.
 #[derive(Debug, Default)]
 pub struct SyncState {
     synced: std::sync::Mutex<HashSet<String>>,
+    /// The run of each resource's watcher now wanted: a list of an older run does not count.
+    current: std::sync::Mutex<HashMap<String, u64>>,
     changed: Notify,
 }
 
 impl SyncState {
-    fn mark(&self, key: String) {
-        self.synced.lock().expect("sync lock").insert(key);
-        self.changed.notify_waiters();
+    fn start(&self, source: &WatchSource) {
+        let mut current = self.current.lock().expect("sync lock");
+        current.insert(source.resource.clone(), source.generation);
     }
 
-    fn forget(&self, key: &str) {
+    fn mark(&self, source: &WatchSource) {
+        let current = self.current.lock().expect("sync lock");
+        if current.get(&source.resource) == Some(&source.generation) {
+            self.synced.lock().expect("sync lock").insert(source.resource.clone());
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Forgets `key`'s watcher; returns the run it had.
+    fn forget(&self, key: &str) -> u64 {
         self.synced.lock().expect("sync lock").remove(key);
+        self.current.lock().expect("sync lock").remove(key).unwrap_or(0)
     }
 
     /// Whether every resource in `keys` has synced (upstream's `IsSynced`: false with none).
@@ -90,10 +92,12 @@ pub struct Controller {
     /// Set once synced (or after the initial sync timeout).
     pub ready: Arc<AtomicBool>,
     sync: Arc<SyncState>,
-    tx: mpsc::Sender<IngestMsg>,
+    tx: mpsc::Sender<WatcherMsg>,
     /// Each watcher: its resource, its task, and when it started (its own sync timeout counts
     /// from then).
     watchers: HashMap<String, (Resource, JoinHandle<()>, tokio::time::Instant)>,
+    /// The number of the next watcher run (see `WatchSource::generation`).
+    next_generation: u64,
     ignored: BTreeSet<String>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -111,8 +115,8 @@ impl Controller {
         let graph = Arc::new(Graph::new(flags.shards)?);
         let cluster = KubeCluster::new(client.clone(), flags.collector_qps(), flags.kube_api_burst);
         let metrics = Arc::new(Metrics::default());
-        let (tx, rx) = mpsc::channel::<IngestMsg>(64);
-        let (vtx, vrx) = mpsc::unbounded_channel::<Event>();
+        let (tx, rx) = mpsc::channel::<WatcherMsg>(64);
+        let graph_changes = Arc::new(GraphChanges::new());
         let attempt_to_delete = Arc::new(WorkQueue::new("garbage_collector_attempt_to_delete"));
         let attempt_to_orphan = Arc::new(WorkQueue::new("garbage_collector_attempt_to_orphan"));
         let collector = Arc::new(
@@ -122,7 +126,7 @@ impl Controller {
                 Arc::new(AbsentOwnerCache::new(flags.absent_owner_cache_size)),
                 attempt_to_delete.clone(),
                 attempt_to_orphan.clone(),
-                Arc::new(ChannelSink(vtx)),
+                graph_changes.clone(),
             )
             .with_options(CollectorOptions {
                 skip_observed_verification: flags.skip_observed_verification,
@@ -137,16 +141,14 @@ impl Controller {
         let threads = flags
             .ingest_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let ingester = Ingester::new(graph.clone(), threads);
-        let mut tasks = vec![tokio::spawn(ingest_loop(
-            rx,
-            vrx,
-            ingester,
+        let builder = GraphBuilder::new(
+            Ingester::new(graph.clone(), threads),
             collector.clone(),
-            sync.clone(),
-            metrics.clone(),
-            flags.batch_size as usize,
-        ))];
+            graph_changes.clone(),
+        );
+        let batcher = Batcher::new(rx, graph_changes, flags.batch_size as usize);
+        let mut tasks =
+            vec![tokio::spawn(ingest_loop(batcher, builder, sync.clone(), metrics.clone()))];
         let debug = DebugState {
             collector: collector.clone(),
             started: Instant::now(),
@@ -177,6 +179,7 @@ impl Controller {
             sync,
             tx,
             watchers: HashMap::new(),
+            next_generation: 1,
             ignored,
             tasks,
         })
@@ -216,12 +219,7 @@ impl Controller {
         // A group that failed discovery keeps the watchers it had (client-go's
         // ErrGroupDiscoveryFailed handling in upstream's Sync).
         for (key, (resource, _, _)) in &self.watchers {
-            let gv = if resource.group.is_empty() {
-                resource.version.clone()
-            } else {
-                format!("{}/{}", resource.group, resource.version)
-            };
-            if failed.contains(&gv) {
+            if failed.contains(&resource.api_version()) {
                 wanted.entry(key.clone()).or_insert_with(|| resource.clone());
             }
         }
@@ -230,9 +228,17 @@ impl Controller {
         for key in current {
             let keep = wanted.get(&key).is_some_and(|r| *r == self.watchers[&key].0);
             if !keep {
-                let (_, handle, _) = self.watchers.remove(&key).expect("present");
+                let (resource, handle, _) = self.watchers.remove(&key).expect("present");
                 handle.abort();
-                self.sync.forget(&key);
+                // Behind the watcher's last batches: the graph builder drops its store (not a
+                // later run's, should the resource come back meanwhile).
+                let stopped = WatchSource {
+                    resource: key.clone(),
+                    object_type: resource.object_type(),
+                    generation: self.sync.forget(&key),
+                };
+                let tx = self.tx.clone();
+                tokio::spawn(async move { tx.send(WatcherMsg::Stopped(stopped)).await });
                 removed.push(key);
             }
         }
@@ -240,9 +246,17 @@ impl Controller {
             if self.watchers.contains_key(&key) {
                 continue;
             }
+            let source = WatchSource {
+                resource: key.clone(),
+                object_type: resource.object_type(),
+                generation: self.next_generation,
+            };
+            self.next_generation += 1;
+            self.sync.start(&source);
             let handle = tokio::spawn(run_watcher(
                 self.client.clone(),
                 resource.clone(),
+                source,
                 self.tx.clone(),
                 self.flags.batch_size as usize,
                 self.metrics.clone(),
@@ -311,23 +325,17 @@ impl Controller {
 
     /// Starts `--concurrent-gc-syncs` attemptToDelete workers.
     pub fn start_delete_workers(&mut self) {
-        for _ in 0..self.flags.concurrent_gc_syncs {
-            let c = self.collector.clone();
-            self.tasks.push(tokio::spawn(async move {
-                while c.process_attempt_to_delete_worker().await {}
-            }));
-        }
+        let workers =
+            crate::workers::spawn_delete_workers(&self.collector, self.flags.concurrent_gc_syncs);
+        self.tasks.extend(workers);
     }
 
     /// Starts `--concurrent-gc-syncs` attemptToOrphan workers (orphaning reads the dependents
     /// set, so never before sync).
     pub fn start_orphan_workers(&mut self) {
-        for _ in 0..self.flags.concurrent_gc_syncs {
-            let c = self.collector.clone();
-            self.tasks.push(tokio::spawn(async move {
-                while c.process_attempt_to_orphan_worker().await {}
-            }));
-        }
+        let workers =
+            crate::workers::spawn_orphan_workers(&self.collector, self.flags.concurrent_gc_syncs);
+        self.tasks.extend(workers);
     }
 
     /// Upstream's `Run` + `Sync`: discover, watch, wait for sync (at most the initial sync
@@ -400,72 +408,46 @@ impl Controller {
     }
 }
 
-/// Applies batches to the graph, one at a time, and hands each batch's output to the
-/// collector; marks a resource synced once every batch sent before its marker is applied.
+/// Hands each batch to the graph builder, one at a time (it applies the batch and queues what
+/// it found), and marks a watcher run synced once its list is wholly in the graph.
 async fn ingest_loop(
-    mut rx: mpsc::Receiver<IngestMsg>,
-    mut virtual_rx: mpsc::UnboundedReceiver<Event>,
-    mut ingester: Ingester,
-    collector: Arc<Collector<KubeCluster>>,
+    mut batcher: Batcher,
+    mut builder: GraphBuilder<KubeCluster>,
     sync: Arc<SyncState>,
     metrics: Arc<Metrics>,
-    batch_size: usize,
 ) {
-    loop {
-        let mut events: Vec<Event> = Vec::new();
-        let mut synced: Vec<String> = Vec::new();
-        let take = |msg: IngestMsg, events: &mut Vec<Event>, synced: &mut Vec<String>| match msg {
-            IngestMsg::Batch(b) => events.extend(b),
-            IngestMsg::Synced(k) => synced.push(k),
-        };
-        tokio::select! {
-            biased;
-            Some(e) = virtual_rx.recv() => events.push(e),
-            msg = rx.recv() => match msg {
-                Some(m) => take(m, &mut events, &mut synced),
-                None => return,
-            },
-        }
-        // Coalesce what is already waiting, up to one batch.
-        while events.len() < batch_size {
-            if let Ok(e) = virtual_rx.try_recv() {
-                events.push(e);
-            } else if let Ok(m) = rx.try_recv() {
-                take(m, &mut events, &mut synced);
-            } else {
-                break;
+    while let Some(work) = batcher.next().await {
+        let started = Instant::now();
+        let Ok((back, done)) = tokio::task::spawn_blocking(move || {
+            let done = builder.ingest(work.batches);
+            for stopped in &work.stopped {
+                builder.forget(stopped);
             }
-        }
-        if !events.is_empty() {
-            let started = Instant::now();
-            let n = events.len();
-            let Ok((back, out)) = tokio::task::spawn_blocking(move || {
-                let out = ingester.ingest(&events);
-                (ingester, out)
-            })
-            .await
-            else {
-                // A batch half-applied leaves the graph unknown: like upstream's crash on a
-                // graph-builder panic, stop the process and let the restart rebuild the graph
-                // from a fresh list, rather than collect from a graph no longer trusted.
-                tracing::error!(
-                    "ingesting a batch panicked; exiting so that a restart rebuilds the graph"
-                );
-                std::process::exit(1);
-            };
-            ingester = back;
+            (builder, done)
+        })
+        .await
+        else {
+            // A batch half-applied leaves the graph unknown: like upstream's crash on a
+            // graph-builder panic, stop the process and let the restart rebuild the graph
+            // from a fresh list, rather than collect from a graph no longer trusted.
+            tracing::error!(
+                "ingesting a batch panicked; exiting so that a restart rebuilds the graph"
+            );
+            std::process::exit(1);
+        };
+        builder = back;
+        if done.events != 0 {
             metrics.ingest_batches.inc();
-            metrics.ingest_events.add(out.applied as u64);
+            metrics.ingest_events.add(done.applied as u64);
             metrics.ingest_micros.add(started.elapsed().as_micros() as u64);
-            metrics.ingest_rejected.add(out.errors.len() as u64);
-            for e in &out.errors {
+            metrics.ingest_rejected.add(done.errors.len() as u64);
+            for e in &done.errors {
                 tracing::warn!(error = %e, "rejected malformed event");
             }
-            tracing::trace!(events = n, "applied batch");
-            collector.apply_ingest_output(out);
+            tracing::trace!(events = done.events, "applied batch");
         }
-        for key in synced {
-            sync.mark(key);
+        for source in &done.listed {
+            sync.mark(source);
         }
     }
 }

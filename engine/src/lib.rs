@@ -7,21 +7,29 @@
 //!
 //! # Where to start
 //!
+//! Follow one watch event: the controller's watcher hands what it saw to
+//! [`GraphBuilder::ingest`] as [`Notification`]s ([`builder`]); the builder turns them into
+//! [`Event`]s through the resource's store, applies them to the [`Graph`] with the
+//! [`Ingester`] ([`ingest`]), and queues what they call for on the collector's two
+//! [`WorkQueue`]s ([`queue`]); a worker runs [`collector`]'s decisions
+//! (`attempt_to_delete.rs`, `attempt_to_orphan.rs`), which reach the API through the
+//! [`Cluster`] trait (`collector/operations.rs`). Five files of this crate, from the
+//! builder to the call.
+//!
 //! - [`Graph`] holds the nodes (objects and virtual owners) and their owner/dependent edges;
 //!   [`Ingester`] applies batches of [`Event`]s to it in two parallel phases, and
 //!   [`SequentialGraph`] is the one-event-at-a-time reference it is held equal to.
 //! - [`WorkQueue`] is client-go's rate-limited work queue; the collector runs
 //!   `attemptToDelete` and `attemptToOrphan` over two of them.
-//! - [`collector`] holds the decisions (`attempt_to_delete`, `attempt_to_orphan`), which reach
-//!   the cluster only through the [`Cluster`] trait; `kube_gc_testkit::MemoryCluster`
-//!   implements it in memory for tests.
+//! - [`collector`] holds the decisions, which reach the cluster only through the [`Cluster`]
+//!   trait; `kube_gc_testkit::MemoryCluster` implements it in memory for tests.
 //! - [`dot`] exports the graph in upstream's DOT format.
 //!
 //! # Data path
 //!
 //! ```text
-//! informer events ──► Ingester::ingest (diff ║ apply, by shard) ──► Graph
-//!                                 │
+//! watchers' notifications ──► GraphBuilder::ingest ──► Ingester (diff ║ apply, by shard) ──► Graph
+//!        GraphChanges (virtual deletes) ──┘   │
 //!                     attemptToDelete / attemptToOrphan queues ──► collector ──► Cluster
 //! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
@@ -35,6 +43,7 @@ pub(crate) mod sync;
 pub mod loom_support;
 
 pub mod absent_owner_cache;
+pub mod builder;
 pub mod cluster;
 pub mod collector;
 pub mod dot;
@@ -46,6 +55,7 @@ pub mod patch;
 pub mod queue;
 
 pub use absent_owner_cache::AbsentOwnerCache;
+pub use builder::{GraphBuilder, GraphChanges, Notification, WatchBatch, WatchSource};
 pub use cluster::{Cluster, ClusterError};
 pub use error::{Error, IngestError, Result};
 pub use graph::Graph;

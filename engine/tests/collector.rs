@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::executor::block_on;
+use kube_gc_engine::GraphChanges;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::{ClusterError, PatchType, Resource};
-use kube_gc_engine::collector::{
-    Collector, DeleteItemResult, ItemError, Outcome, PendingGraphChanges, VirtualEventSink,
-};
+use kube_gc_engine::collector::{Collector, DeleteItemResult, ItemError, Outcome};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectReference, OwnerReference,
@@ -77,7 +76,7 @@ struct Env {
     cluster: Arc<MemoryCluster>,
     graph: Arc<Graph>,
     ingester: Ingester,
-    graph_changes: Arc<PendingGraphChanges>,
+    graph_changes: Arc<GraphChanges>,
     gc: Collector<MemoryCluster>,
 }
 
@@ -85,8 +84,7 @@ impl Env {
     fn new() -> Env {
         let cluster = Arc::new(MemoryCluster::with_test_resources());
         let graph = Arc::new(Graph::new(4).unwrap());
-        let graph_changes = Arc::new(PendingGraphChanges::new());
-        let sink: Arc<dyn VirtualEventSink> = graph_changes.clone();
+        let graph_changes = Arc::new(GraphChanges::new());
         let queue = |name: &str| {
             Arc::new(WorkQueue::with_rate_limiter(name, RateLimiterConfig::immediate()))
         };
@@ -96,7 +94,7 @@ impl Env {
             Arc::new(AbsentOwnerCache::new(100)),
             queue("garbage_collector_attempt_to_delete"),
             queue("garbage_collector_attempt_to_orphan"),
-            sink,
+            graph_changes.clone(),
         );
         Env { ingester: Ingester::new(graph.clone(), 2), cluster, graph, graph_changes, gc }
     }

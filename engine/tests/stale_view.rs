@@ -30,8 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::executor::block_on;
+use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PropagationPolicy, Resource};
-use kube_gc_engine::collector::{Collector, CollectorOptions, PendingGraphChanges};
+use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
 };
@@ -133,7 +134,7 @@ impl Verdicts {
 struct World {
     cluster: Arc<MemoryCluster>,
     ingester: Ingester,
-    changes: Arc<PendingGraphChanges>,
+    changes: Arc<GraphChanges>,
     collector: Collector<MemoryCluster>,
     verdicts: Arc<Verdicts>,
     /// Events not yet delivered to the graph, oldest first.

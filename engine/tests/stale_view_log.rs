@@ -19,8 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::executor::block_on;
+use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
-use kube_gc_engine::collector::{Collector, CollectorOptions, PendingGraphChanges};
+use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use kube_gc_engine::{Event, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference};
 use kube_gc_testkit::MemoryCluster;
@@ -353,7 +354,7 @@ struct World {
     cluster: Arc<MemoryCluster>,
     ingester: Ingester,
     collector: Collector<MemoryCluster>,
-    changes: Arc<PendingGraphChanges>,
+    changes: Arc<GraphChanges>,
     /// Watch events not yet delivered to the graph.
     undelivered: Vec<Event>,
     user: Arc<AtomicBool>,
@@ -809,3 +810,4 @@ fn unblocking_never_gives_back_a_removed_reference() {
     ];
     run(&ops, true).unwrap();
 }
+

@@ -23,11 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::executor::block_on;
+use kube_gc_engine::GraphChanges;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::{ClusterError, Resource};
-use kube_gc_engine::collector::{
-    Collector, DeleteItemResult, ItemError, Outcome, PendingGraphChanges, VirtualEventSink,
-};
+use kube_gc_engine::collector::{Collector, DeleteItemResult, ItemError, Outcome};
 use kube_gc_engine::graph::{GraphSnapshot, NodeKey, NodeView};
 use kube_gc_engine::ingest::IngestOutput;
 use kube_gc_engine::{
@@ -138,14 +137,13 @@ fn roles_v1beta1() -> Resource {
 }
 
 /// A collector over `cluster` with tracking queues (`add_rate_limited` == `add`), an empty
-/// 4-shard graph, and the worker-generated events kept in a [`PendingGraphChanges`].
+/// 4-shard graph, and the worker-generated events kept in a [`GraphChanges`].
 fn collector(
     cluster: Arc<MemoryCluster>,
     absent_owner_cache_size: usize,
-) -> (Arc<Graph>, Arc<PendingGraphChanges>, Collector<MemoryCluster>) {
+) -> (Arc<Graph>, Arc<GraphChanges>, Collector<MemoryCluster>) {
     let graph = Arc::new(Graph::new(4).expect("4 is a power of two"));
-    let graph_changes = Arc::new(PendingGraphChanges::new());
-    let sink: Arc<dyn VirtualEventSink> = graph_changes.clone();
+    let graph_changes = Arc::new(GraphChanges::new());
     let gc = Collector::new(
         graph.clone(),
         cluster,
@@ -158,7 +156,7 @@ fn collector(
             "garbage_collector_attempt_to_orphan",
             RateLimiterConfig::immediate(),
         )),
-        sink,
+        graph_changes.clone(),
     );
     (graph, graph_changes, gc)
 }
@@ -218,7 +216,7 @@ mod attempt_to_delete_item {
     }
 
     /// The server of TestAttemptToDeleteItem: the pod exists, its owner rc `owner1` does not.
-    fn setup() -> (Arc<MemoryCluster>, Arc<PendingGraphChanges>, Collector<MemoryCluster>) {
+    fn setup() -> (Arc<MemoryCluster>, Arc<GraphChanges>, Collector<MemoryCluster>) {
         let cluster = Arc::new(MemoryCluster::with_test_resources());
         cluster
             .create(&pods(), get_pod("ToBeDeletedPod", vec![rc_owner("owner1", "123")]))
@@ -776,7 +774,7 @@ mod conflicting_data {
         ingester: Ingester,
         sequential: SequentialGraph,
         cluster: Arc<MemoryCluster>,
-        graph_changes: Arc<PendingGraphChanges>,
+        graph_changes: Arc<GraphChanges>,
         gc: Collector<MemoryCluster>,
     }
 
@@ -865,7 +863,7 @@ mod conflicting_data {
             self.end_step();
         }
 
-        /// Upstream's `processPendingGraphChanges(count)`.
+        /// Upstream's `processGraphChanges(count)`.
         fn process_pending_graph_changes(&mut self, count: usize) {
             for i in 0..count {
                 let Some(event) = self.graph_changes.drain(1).pop() else {

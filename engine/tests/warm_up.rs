@@ -10,10 +10,11 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use futures::executor::block_on;
+use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{
     Cluster, ClusterError, DeleteOptions, Patch, Resource, WarningEvent,
 };
-use kube_gc_engine::collector::{Collector, CollectorOptions, Outcome, PendingGraphChanges};
+use kube_gc_engine::collector::{Collector, CollectorOptions, Outcome};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::{Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference};
 use kube_gc_testkit::MemoryCluster;
@@ -64,7 +65,7 @@ struct Env<C: Cluster> {
     graph: Arc<Graph>,
     ingester: Ingester,
     collector: Collector<C>,
-    changes: Arc<PendingGraphChanges>,
+    changes: Arc<GraphChanges>,
 }
 
 impl<C: Cluster> Env<C> {

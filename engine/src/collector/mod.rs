@@ -9,15 +9,14 @@
 //! decision that deletes: before deleting an object they re-read it live and classify its live
 //! owner references with live reads of each owner (modulo the absent-owner cache, which only
 //! ever holds owners a live read found absent). What they learn that the graph does not know
-//! yet (an object that is gone) goes back to ingestion as a *virtual delete event* through a
-//! [`VirtualEventSink`].
+//! yet (an object that is gone) goes back to the graph builder as a *virtual delete event*
+//! through its [`GraphChanges`] inbox.
 //!
 //! # Freshness
 //!
-//! As upstream: the graph is at least as new as any queue item a worker receives, because
-//! ingestion queues an item only after applying the event that called for it (the caller of
-//! [`crate::Ingester::ingest`] hands the output to [`Collector::apply_ingest_output`] after the
-//! batch is in the graph).
+//! As upstream: the graph is at least as new as any queue item a worker receives, because the
+//! [`GraphBuilder`](crate::GraphBuilder) queues an item only after applying the event that
+//! called for it.
 
 mod attempt_to_delete;
 mod attempt_to_orphan;
@@ -25,7 +24,7 @@ mod classify;
 mod operations;
 pub mod orphaned_owners;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,6 +33,7 @@ use std::time::Instant;
 use futures_util::FutureExt;
 
 use crate::absent_owner_cache::AbsentOwnerCache;
+use crate::builder::GraphChanges;
 use crate::cluster::{Cluster, ClusterError};
 use crate::graph::{Graph, NodeKey};
 use crate::ingest::{Enqueue, Event, IngestOutput};
@@ -197,59 +197,6 @@ type SharedLookup = futures_util::future::Shared<
     futures_util::future::BoxFuture<'static, Result<crate::ingest::ObjectMeta, ClusterError>>,
 >;
 
-/// Where workers send the virtual delete events they generate (upstream's `graphChanges`
-/// queue, as far as workers use it).
-pub trait VirtualEventSink: Send + Sync + 'static {
-    /// Hands a virtual delete event to the graph builder.
-    fn push(&self, event: Event);
-}
-
-/// A [`VirtualEventSink`] that keeps events in memory until the graph builder drains them.
-#[derive(Debug, Default)]
-pub struct PendingGraphChanges {
-    events: Mutex<VecDeque<Event>>,
-}
-
-impl PendingGraphChanges {
-    /// An empty queue.
-    pub fn new() -> PendingGraphChanges {
-        PendingGraphChanges::default()
-    }
-
-    /// Puts `event` at the front (upstream's test helper `insertEvent`).
-    pub fn push_front(&self, event: Event) {
-        self.events.lock().push_front(event);
-    }
-
-    /// Takes up to `max` events, oldest first.
-    pub fn drain(&self, max: usize) -> Vec<Event> {
-        let mut q = self.events.lock();
-        let n = max.min(q.len());
-        q.drain(..n).collect()
-    }
-
-    /// A copy of the pending events, oldest first.
-    pub fn pending(&self) -> Vec<Event> {
-        self.events.lock().iter().cloned().collect()
-    }
-
-    /// How many events are pending.
-    pub fn len(&self) -> usize {
-        self.events.lock().len()
-    }
-
-    /// Whether no event is pending.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl VirtualEventSink for PendingGraphChanges {
-    fn push(&self, event: Event) {
-        self.events.lock().push_back(event);
-    }
-}
-
 /// The garbage collector's workers' side (see the module docs).
 pub struct Collector<C> {
     graph: Arc<Graph>,
@@ -257,7 +204,7 @@ pub struct Collector<C> {
     absent_owners: Arc<AbsentOwnerCache>,
     attempt_to_delete: Arc<WorkQueue<NodeKey>>,
     attempt_to_orphan: Arc<WorkQueue<NodeKey>>,
-    graph_changes: Arc<dyn VirtualEventSink>,
+    graph_changes: Arc<GraphChanges>,
     options: CollectorOptions,
     /// Reasons each queued item was queued for, OR-ed, taken when processing starts (only
     /// kept with `skip_observed_verification`).
@@ -292,7 +239,7 @@ impl<C: Cluster> Collector<C> {
         absent_owners: Arc<AbsentOwnerCache>,
         attempt_to_delete: Arc<WorkQueue<NodeKey>>,
         attempt_to_orphan: Arc<WorkQueue<NodeKey>>,
-        graph_changes: Arc<dyn VirtualEventSink>,
+        graph_changes: Arc<GraphChanges>,
     ) -> Collector<C> {
         Collector {
             graph,
@@ -446,7 +393,8 @@ impl<C: Cluster> Collector<C> {
     }
 
     /// Carries out what a batch's ingestion decided: queue its items, cache its absent
-    /// owners, record its warnings. Call it after each [`crate::Ingester::ingest`].
+    /// owners, record its warnings. The [`GraphBuilder`](crate::GraphBuilder) calls it after
+    /// each batch; tests that drive an [`Ingester`](crate::Ingester) by hand call it too.
     pub fn apply_ingest_output(&self, output: IngestOutput) {
         for owner in output.absent_owners {
             self.absent_owners.add(owner);

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use kube_gc_engine::GraphChanges;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::Cluster;
-use kube_gc_engine::collector::{Collector, CollectorOptions, PendingGraphChanges};
+use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::{Graph, RateLimiterConfig, WorkQueue};
 
 /// A collector over `graph` and `cluster` with `options`, whose queues requeue at once (no
@@ -14,8 +15,8 @@ pub fn immediate_collector<C: Cluster>(
     graph: &Arc<Graph>,
     cluster: &Arc<C>,
     options: CollectorOptions,
-) -> (Collector<C>, Arc<PendingGraphChanges>) {
-    let changes = Arc::new(PendingGraphChanges::new());
+) -> (Collector<C>, Arc<GraphChanges>) {
+    let changes = Arc::new(GraphChanges::new());
     let queue = |n: &str| Arc::new(WorkQueue::with_rate_limiter(n, RateLimiterConfig::immediate()));
     let collector = Collector::new(
         graph.clone(),

@@ -1,0 +1,126 @@
+//! The batcher: coalesces what all watchers sent, and the workers' virtual deletes, into one
+//! batch for the graph builder.
+//!
+//! Watchers send [`WatcherMsg`]s on one bounded channel (its bound is the backpressure that
+//! keeps a million-object list from piling up in memory ahead of the graph). Workers' virtual
+//! deletes wait in the graph builder's own inbox ([`GraphChanges`]), which wakes the batcher.
+//! [`Batcher::next`] waits for either, then takes what is already waiting, up to one batch:
+//! under load batches are full, idle a single event goes through at once.
+
+use std::sync::Arc;
+
+use kube_gc_engine::{GraphChanges, WatchBatch, WatchSource};
+use tokio::sync::{Notify, mpsc};
+
+/// What a watcher (or the controller, about a watcher) tells the graph builder.
+#[derive(Debug)]
+pub enum WatcherMsg {
+    /// Notifications to apply, in order.
+    Batch(WatchBatch),
+    /// The watcher run of this source was stopped for good (its resource is gone).
+    Stopped(WatchSource),
+}
+
+/// One batch of work for the graph builder.
+#[derive(Debug, Default)]
+pub struct Work {
+    /// Watchers' notifications, in the order they arrived.
+    pub batches: Vec<WatchBatch>,
+    /// Watcher runs stopped for good, after their last notifications above.
+    pub stopped: Vec<WatchSource>,
+}
+
+/// The batcher (see the module docs).
+#[derive(Debug)]
+pub struct Batcher {
+    rx: mpsc::Receiver<WatcherMsg>,
+    graph_changes: Arc<GraphChanges>,
+    woken: Arc<Notify>,
+    max_events: usize,
+}
+
+impl Batcher {
+    /// A batcher of what arrives on `rx` and in `graph_changes`, at most `max_events`
+    /// notifications a batch (a watcher's chunk is never split).
+    pub fn new(
+        rx: mpsc::Receiver<WatcherMsg>,
+        graph_changes: Arc<GraphChanges>,
+        max_events: usize,
+    ) -> Batcher {
+        let woken = Arc::new(Notify::new());
+        let wake = woken.clone();
+        graph_changes.on_push(move || wake.notify_one());
+        Batcher { rx, graph_changes, woken, max_events: max_events.max(1) }
+    }
+
+    /// Waits for work and returns what is waiting, up to one batch; `None` once every sender
+    /// is gone (shutting down).
+    pub async fn next(&mut self) -> Option<Work> {
+        let mut work = Work::default();
+        if self.graph_changes.is_empty() {
+            tokio::select! {
+                biased;
+                _ = self.woken.notified() => {}
+                msg = self.rx.recv() => take(&mut work, msg?),
+            }
+        }
+        let mut events: usize = work.batches.iter().map(|b| b.notifications.len()).sum();
+        while events < self.max_events {
+            let Ok(msg) = self.rx.try_recv() else { break };
+            if let WatcherMsg::Batch(b) = &msg {
+                events += b.notifications.len();
+            }
+            take(&mut work, msg);
+        }
+        Some(work)
+    }
+}
+
+fn take(work: &mut Work, msg: WatcherMsg) {
+    match msg {
+        WatcherMsg::Batch(b) => work.batches.push(b),
+        WatcherMsg::Stopped(s) => work.stopped.push(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube_gc_engine::{Event, Notification, ObjectReference, ObjectType};
+
+    fn batch(n: usize) -> WatcherMsg {
+        let source = WatchSource {
+            resource: "v1/pods".into(),
+            object_type: ObjectType::new("v1", "Pod"),
+            generation: 1,
+        };
+        WatcherMsg::Batch(WatchBatch { source, notifications: vec![Notification::ListDone; n] })
+    }
+
+    #[tokio::test]
+    async fn coalesces_waiting_chunks_up_to_one_batch() {
+        let (tx, rx) = mpsc::channel(16);
+        let mut batcher = Batcher::new(rx, Arc::new(GraphChanges::new()), 5);
+        for _ in 0..4 {
+            tx.send(batch(2)).await.unwrap();
+        }
+        // 2 + 2 + 2 reaches the bound of 5; the fourth chunk waits for the next batch.
+        assert_eq!(batcher.next().await.unwrap().batches.len(), 3);
+        assert_eq!(batcher.next().await.unwrap().batches.len(), 1);
+        drop(tx);
+        assert!(batcher.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_virtual_delete_wakes_it() {
+        let (_tx, rx) = mpsc::channel(16);
+        let changes = Arc::new(GraphChanges::new());
+        let mut batcher = Batcher::new(rx, changes.clone(), 5);
+        let waiting = tokio::spawn(async move { batcher.next().await.map(|w| w.batches.len()) });
+        tokio::task::yield_now().await;
+        let identity = ObjectReference::new("v1", "Pod", "ns", "p", "u");
+        changes.push(Event::virtual_delete(&identity));
+        assert_eq!(waiting.await.unwrap(), Some(0), "woken with no watch batch");
+        assert_eq!(changes.len(), 1, "the graph builder, not the batcher, takes it");
+    }
+}

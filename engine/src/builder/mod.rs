@@ -1,0 +1,165 @@
+//! The graph builder: the one writer of the graph, and the producer of the work queues.
+//!
+//! Upstream: `graph_builder.go` (`GraphBuilder`, `processGraphChanges`, the informers'
+//! stores); GC-SPEC.md §2.
+//!
+//! [`GraphBuilder::ingest`] takes what the watchers saw since the last call, as
+//! [`WatchBatch`]es of [`Notification`]s, and in one step:
+//! 1. takes the virtual delete events workers left in the [`GraphChanges`] inbox;
+//! 2. turns each watcher's notifications into graph events through that resource's
+//!    [`ResourceStore`] (old states of updates, deletes missed while disconnected);
+//! 3. applies them all with the [`Ingester`] (in parallel, by shard);
+//! 4. hands what the batch found to the [`Collector`]: items for the attemptToDelete and
+//!    attemptToOrphan queues, owners for the absent-owner cache, warning events to record.
+//!
+//! So the graph is always at least as new as any queue item (upstream's freshness rule), and
+//! no caller can apply a batch and forget to enqueue what it found.
+//!
+//! # Watcher generations
+//!
+//! A store belongs to one run of one resource's watcher ([`WatchSource::generation`]): when
+//! the controller replaces a watcher (its resource changed at re-discovery), the new one starts
+//! with an empty store, as a new informer does. Notifications a replaced watcher sent before it
+//! stopped are still applied, through a throwaway store, so that no delete it saw is lost.
+
+mod graph_changes;
+mod store;
+
+use std::collections::HashMap;
+use std::fmt;
+
+pub use graph_changes::GraphChanges;
+pub use store::{Notification, ResourceStore};
+
+use crate::cluster::Cluster;
+use crate::collector::Collector;
+use crate::error::IngestError;
+use crate::identity::ObjectType;
+use crate::ingest::{Event, Ingester};
+use crate::sync::Arc;
+
+/// Which watcher notifications come from.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct WatchSource {
+    /// The resource's key (the controller's `group/version/resource`).
+    pub resource: String,
+    /// The apiVersion and kind of its objects.
+    pub object_type: ObjectType,
+    /// Which run of the resource's watcher: a later run has a larger number.
+    pub generation: u64,
+}
+
+/// Notifications from one watcher, in the order it saw them.
+#[derive(Clone, Debug)]
+pub struct WatchBatch {
+    /// The watcher.
+    pub source: WatchSource,
+    /// What it saw.
+    pub notifications: Vec<Notification>,
+}
+
+/// What one [`GraphBuilder::ingest`] did.
+#[derive(Debug, Default)]
+pub struct Ingested {
+    /// Graph events built (virtual deletes included).
+    pub events: usize,
+    /// Graph events applied.
+    pub applied: usize,
+    /// Events rejected as malformed; the rest of the batch was applied.
+    pub errors: Vec<IngestError>,
+    /// The watcher runs whose list (first or relist) is now wholly in the graph.
+    pub listed: Vec<WatchSource>,
+}
+
+/// The graph builder (see the module docs).
+pub struct GraphBuilder<C> {
+    ingester: Ingester,
+    collector: Arc<Collector<C>>,
+    graph_changes: Arc<GraphChanges>,
+    stores: HashMap<String, (u64, ResourceStore)>,
+}
+
+impl<C> fmt::Debug for GraphBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GraphBuilder")
+            .field("resources", &self.stores.len())
+            .field("pending_graph_changes", &self.graph_changes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Cluster> GraphBuilder<C> {
+    /// A builder applying batches with `ingester` (over the collector's graph) and feeding
+    /// `collector`'s queues; `graph_changes` must be the inbox the collector was built with.
+    pub fn new(
+        ingester: Ingester,
+        collector: Arc<Collector<C>>,
+        graph_changes: Arc<GraphChanges>,
+    ) -> GraphBuilder<C> {
+        GraphBuilder { ingester, collector, graph_changes, stores: HashMap::new() }
+    }
+
+    /// Applies the pending virtual deletes and `batches`, in order, and queues what they
+    /// found (see the module docs).
+    pub fn ingest(&mut self, batches: Vec<WatchBatch>) -> Ingested {
+        let mut events = self.graph_changes.drain(usize::MAX);
+        let mut listed = Vec::new();
+        for batch in batches {
+            let WatchBatch { source, notifications } = batch;
+            let current =
+                self.stores.get(&source.resource).is_none_or(|(g, _)| *g <= source.generation);
+            let mut throwaway;
+            let store = if current {
+                let entry = self
+                    .stores
+                    .entry(source.resource.clone())
+                    .or_insert_with(|| (source.generation, ResourceStore::new(source.object_type)));
+                if entry.0 != source.generation {
+                    *entry = (source.generation, ResourceStore::new(source.object_type));
+                }
+                &mut entry.1
+            } else {
+                throwaway = ResourceStore::new(source.object_type);
+                &mut throwaway
+            };
+            for n in notifications {
+                if store.on_notification(n, &mut events) && current {
+                    listed.push(source.clone());
+                }
+            }
+        }
+        let mut done = self.apply(&events);
+        done.listed = listed;
+        done
+    }
+
+    /// Applies graph events already built (tests, and upstream's test scripts, drive the graph
+    /// with these) and queues what they found.
+    pub fn apply(&mut self, events: &[Event]) -> Ingested {
+        if events.is_empty() {
+            return Ingested::default();
+        }
+        let mut out = self.ingester.ingest(events);
+        let errors = std::mem::take(&mut out.errors);
+        let applied = out.applied;
+        self.collector.apply_ingest_output(out);
+        Ingested { events: events.len(), applied, errors, listed: Vec::new() }
+    }
+
+    /// Drops the store of `source`, a watcher run stopped for good (not a later run's).
+    pub fn forget(&mut self, source: &WatchSource) {
+        if self.stores.get(&source.resource).is_some_and(|(g, _)| *g <= source.generation) {
+            self.stores.remove(&source.resource);
+        }
+    }
+
+    /// The inbox workers send virtual deletes to.
+    pub fn graph_changes(&self) -> &Arc<GraphChanges> {
+        &self.graph_changes
+    }
+
+    /// The collector whose queues this builder feeds.
+    pub fn collector(&self) -> &Arc<Collector<C>> {
+        &self.collector
+    }
+}

@@ -1,0 +1,272 @@
+//! One resource's store: what its watcher emitted, turned into graph events.
+//!
+//! Upstream: the informer's `DeltaFIFO` and indexer (client-go), and `graph_builder.go`'s
+//! handlers; GC-SPEC.md §2.1.
+//!
+//! A metadata watcher gives less than an informer, and the store rebuilds the two things the
+//! graph needs from it:
+//! - **The old object of an update**, which processTransitions needs to tell whether deletion
+//!   *started*. Only whether the old version was being deleted and which GC finalizers it had
+//!   matter, so the store remembers exactly that, for the objects being deleted (few).
+//! - **Deletes missed while disconnected.** After a relist (a 410 Gone, a restart of the
+//!   watch), objects emitted before that the list did not return become delete events, as
+//!   `DeltaFIFO.Replace` does against its known objects. The diff is against the store's own
+//!   record of what it emitted (the UIDs, about 20-40 bytes per object), never against the
+//!   graph: the graph lags the watcher's channel, so an add still on its way would be missed
+//!   and its object left in the graph for ever (issue #11, finding 3).
+//!
+//! The watcher must only ever relist consistently after its first list (the controller's
+//! `watchers.rs` sees to it): a list served from a lagging watch cache could be older than
+//! what was emitted, and fake deletes.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::identity::{ObjectType, Uid};
+use crate::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
+use crate::ingest::{Event, EventType, ObjectMeta};
+
+/// What a resource's watcher saw: kube-rs's `watcher::Event`, client-go's reflector calls.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Notification {
+    /// A list (the first, or a relist) starts.
+    ListStarted,
+    /// An object of the list.
+    Listed(ObjectMeta),
+    /// The list is complete: every object it returned came before.
+    ListDone,
+    /// An object was added or changed (watch).
+    Applied(ObjectMeta),
+    /// An object was deleted (watch), in its last state.
+    Deleted(ObjectMeta),
+}
+
+/// What the store remembers of an object being deleted.
+#[derive(Clone, Copy, Debug)]
+struct Deleting {
+    orphan: bool,
+    foreground: bool,
+}
+
+/// One resource's store (see the module docs).
+#[derive(Debug)]
+pub struct ResourceStore {
+    object_type: ObjectType,
+    deleting: HashMap<Uid, Deleting>,
+    /// Every object emitted and whose delete was not: what a relist is diffed against.
+    emitted: HashSet<Uid>,
+    /// The UIDs returned so far by the list in progress, if any.
+    relist_seen: Option<HashSet<Uid>>,
+}
+
+impl ResourceStore {
+    /// An empty store for objects of `object_type`.
+    pub fn new(object_type: ObjectType) -> ResourceStore {
+        ResourceStore {
+            object_type,
+            deleting: HashMap::new(),
+            emitted: HashSet::new(),
+            relist_seen: None,
+        }
+    }
+
+    /// How many objects the store holds.
+    pub fn len(&self) -> usize {
+        self.emitted.len()
+    }
+
+    /// Whether the store holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.emitted.is_empty()
+    }
+
+    /// Turns one notification into graph events, appended to `out` (a relist's deletes
+    /// included). Returns whether the notification ends a list.
+    pub fn on_notification(&mut self, notification: Notification, out: &mut Vec<Event>) -> bool {
+        let ty = self.object_type;
+        match notification {
+            Notification::ListStarted => {
+                self.relist_seen = Some(HashSet::new());
+                false
+            }
+            Notification::Listed(meta) => {
+                let uid = Uid::parse(&meta.uid);
+                if let Some(seen) = self.relist_seen.as_mut() {
+                    seen.insert(uid);
+                }
+                self.emitted.insert(uid);
+                out.push(match self.remember(&meta) {
+                    Some(old) => Event::update(ty, old, meta),
+                    None => Event::new(EventType::Add, ty, meta),
+                });
+                false
+            }
+            Notification::ListDone => {
+                let seen = self.relist_seen.take().unwrap_or_default();
+                // Deleted while the watch was down: the watcher emits no event for them. The
+                // graph needs only the UID of a deleted object (it knows the rest).
+                for uid in self.emitted.difference(&seen) {
+                    self.deleting.remove(uid);
+                    let meta = ObjectMeta { uid: uid.to_string(), ..Default::default() };
+                    out.push(Event::new(EventType::Delete, ty, meta));
+                }
+                self.emitted = seen;
+                true
+            }
+            Notification::Applied(meta) => {
+                self.emitted.insert(Uid::parse(&meta.uid));
+                let old = self
+                    .remember(&meta)
+                    .unwrap_or_else(|| ObjectMeta { uid: meta.uid.clone(), ..Default::default() });
+                out.push(Event::update(ty, old, meta));
+                false
+            }
+            Notification::Deleted(meta) => {
+                let uid = Uid::parse(&meta.uid);
+                self.deleting.remove(&uid);
+                self.emitted.remove(&uid);
+                out.push(Event::new(EventType::Delete, ty, meta));
+                false
+            }
+        }
+    }
+
+    /// The old state of `meta`'s object as far as transitions need it (if it was being
+    /// deleted), and remembers `meta`'s.
+    fn remember(&mut self, meta: &ObjectMeta) -> Option<ObjectMeta> {
+        let uid = Uid::parse(&meta.uid);
+        let old = self.deleting.get(&uid).map(|d| {
+            let mut finalizers = Vec::new();
+            if d.orphan {
+                finalizers.push(FINALIZER_ORPHAN.to_owned());
+            }
+            if d.foreground {
+                finalizers.push(FINALIZER_DELETE_DEPENDENTS.to_owned());
+            }
+            ObjectMeta {
+                uid: meta.uid.clone(),
+                deletion_timestamp: true,
+                finalizers,
+                ..Default::default()
+            }
+        });
+        if meta.deletion_timestamp {
+            self.deleting.insert(
+                uid,
+                Deleting {
+                    orphan: meta.has_finalizer(FINALIZER_ORPHAN),
+                    foreground: meta.has_finalizer(FINALIZER_DELETE_DEPENDENTS),
+                },
+            );
+        }
+        old
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Graph, Ingester};
+    use std::sync::Arc;
+
+    fn store() -> ResourceStore {
+        ResourceStore::new(ObjectType::new("apps/v1", "ReplicaSet"))
+    }
+
+    fn meta(uid: &str, deleting: bool, finalizers: &[&str]) -> ObjectMeta {
+        ObjectMeta {
+            uid: uid.into(),
+            name: format!("n-{uid}"),
+            namespace: "ns".into(),
+            deletion_timestamp: deleting,
+            finalizers: finalizers.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn deletes(out: &[Event]) -> Vec<String> {
+        out.iter()
+            .filter(|e| e.event_type == EventType::Delete)
+            .map(|e| e.object.uid.clone())
+            .collect()
+    }
+
+    #[test]
+    fn update_events_carry_the_old_deletion_state() {
+        let mut s = store();
+        let mut out = Vec::new();
+        s.on_notification(Notification::Applied(meta("a", true, &["orphan"])), &mut out);
+        s.on_notification(Notification::Applied(meta("a", true, &["orphan"])), &mut out);
+        // First sight: old has no deletionTimestamp (the transition starts); second: it had.
+        assert!(!out[0].old_object.as_ref().unwrap().deletion_timestamp);
+        let old = out[1].old_object.as_ref().unwrap();
+        assert!(old.deletion_timestamp && old.has_finalizer("orphan"));
+    }
+
+    #[test]
+    fn relist_turns_unseen_objects_into_deletes() {
+        let graph = Arc::new(Graph::new(2).unwrap());
+        let mut ingester = Ingester::new(graph.clone(), 1);
+        let mut s = store();
+        let mut out = Vec::new();
+        s.on_notification(Notification::ListStarted, &mut out);
+        s.on_notification(Notification::Listed(meta("a", false, &[])), &mut out);
+        s.on_notification(Notification::Listed(meta("b", false, &[])), &mut out);
+        assert!(s.on_notification(Notification::ListDone, &mut out));
+        ingester.ingest(&out);
+        assert_eq!(graph.len(), 2);
+        // The watch broke; on the relist only "a" is still there.
+        out.clear();
+        s.on_notification(Notification::ListStarted, &mut out);
+        s.on_notification(Notification::Listed(meta("a", false, &[])), &mut out);
+        s.on_notification(Notification::ListDone, &mut out);
+        assert_eq!(deletes(&out), ["b"]);
+        ingester.ingest(&out);
+        assert_eq!(graph.len(), 1);
+    }
+
+    /// Finding 3 of issue #11: the relist is diffed against what was emitted, not against the
+    /// graph. An add emitted but not yet applied when the relist ends (still in the channel)
+    /// used to be missed: the graph did not hold it, so no delete was synthesised, and once
+    /// applied its object stayed in the graph for ever.
+    #[test]
+    fn relist_deletes_an_object_whose_add_is_still_in_flight() {
+        let graph = Arc::new(Graph::new(2).unwrap());
+        let mut ingester = Ingester::new(graph.clone(), 1);
+        let mut s = store();
+        let mut in_flight = Vec::new();
+        s.on_notification(Notification::ListStarted, &mut in_flight);
+        s.on_notification(Notification::ListDone, &mut in_flight);
+        s.on_notification(Notification::Applied(meta("a", false, &[])), &mut in_flight);
+        // The watch breaks and the relist no longer returns "a", before "a"'s add is applied.
+        let mut relist = Vec::new();
+        s.on_notification(Notification::ListStarted, &mut relist);
+        assert!(s.on_notification(Notification::ListDone, &mut relist));
+        ingester.ingest(&in_flight);
+        ingester.ingest(&relist);
+        assert!(graph.is_empty(), "a deleted object stays in the graph: {:?}", graph.snapshot());
+    }
+
+    /// A relist emits nothing for objects it returns, and deletes only once.
+    #[test]
+    fn relist_deletes_each_vanished_object_once() {
+        let mut s = store();
+        let mut out = Vec::new();
+        s.on_notification(Notification::ListStarted, &mut out);
+        for uid in ["a", "b", "c"] {
+            s.on_notification(Notification::Listed(meta(uid, false, &[])), &mut out);
+        }
+        s.on_notification(Notification::ListDone, &mut out);
+        s.on_notification(Notification::Deleted(meta("c", false, &[])), &mut out);
+        assert_eq!(s.len(), 2);
+        let relist = |s: &mut ResourceStore| {
+            let mut out = Vec::new();
+            s.on_notification(Notification::ListStarted, &mut out);
+            s.on_notification(Notification::Listed(meta("a", false, &[])), &mut out);
+            s.on_notification(Notification::ListDone, &mut out);
+            deletes(&out)
+        };
+        // "c"'s delete was seen; "b" vanished while disconnected.
+        assert_eq!(relist(&mut s), ["b"]);
+        assert!(relist(&mut s).is_empty());
+    }
+}

@@ -1,0 +1,153 @@
+//! The graph builder: one call applies watchers' notifications and the workers' virtual
+//! deletes, and queues what they call for; stores are per watcher run.
+
+use std::sync::Arc;
+
+use kube_gc_engine::collector::CollectorOptions;
+use kube_gc_engine::ingest::ObjectMeta;
+use kube_gc_engine::{
+    Event, Graph, GraphBuilder, Ingester, Notification, ObjectReference, ObjectType,
+    OwnerReference, Uid, WatchBatch, WatchSource,
+};
+use kube_gc_testkit::MemoryCluster;
+
+mod support;
+
+const RS: &str = "apps/v1/replicasets";
+const POD: &str = "v1/pods";
+
+fn pod_type() -> ObjectType {
+    ObjectType::new("v1", "Pod")
+}
+
+fn rs_type() -> ObjectType {
+    ObjectType::new("apps/v1", "ReplicaSet")
+}
+
+fn source(resource: &str, generation: u64) -> WatchSource {
+    let object_type = if resource == POD { pod_type() } else { rs_type() };
+    WatchSource { resource: resource.into(), object_type, generation }
+}
+
+fn uid(n: u8) -> String {
+    format!("00000000-0000-4000-8000-{n:012}")
+}
+
+fn meta(n: u8, owner: Option<u8>) -> ObjectMeta {
+    ObjectMeta {
+        uid: uid(n),
+        name: format!("o{n}"),
+        namespace: "ns".into(),
+        owner_references: owner
+            .map(|o| OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: format!("o{o}"),
+                uid: uid(o),
+                ..OwnerReference::default()
+            })
+            .into_iter()
+            .collect(),
+        ..ObjectMeta::default()
+    }
+}
+
+fn batch(resource: &str, generation: u64, notifications: Vec<Notification>) -> WatchBatch {
+    WatchBatch { source: source(resource, generation), notifications }
+}
+
+fn builder() -> (Arc<Graph>, GraphBuilder<MemoryCluster>) {
+    let graph = Arc::new(Graph::new(4).unwrap());
+    let cluster = Arc::new(MemoryCluster::with_test_resources());
+    let (collector, changes) =
+        support::immediate_collector(&graph, &cluster, CollectorOptions::default());
+    let builder = GraphBuilder::new(Ingester::new(graph.clone(), 2), Arc::new(collector), changes);
+    (graph, builder)
+}
+
+/// A pod whose owner was never seen: ingesting it queues the owner's verification, with no
+/// call beside `ingest`.
+#[test]
+fn ingest_queues_what_it_finds() {
+    let (graph, mut builder) = builder();
+    let done = builder.ingest(vec![batch(
+        POD,
+        1,
+        vec![
+            Notification::ListStarted,
+            Notification::Listed(meta(1, Some(9))),
+            Notification::ListDone,
+        ],
+    )]);
+    assert_eq!((done.events, done.applied), (1, 1));
+    assert_eq!(done.listed, [source(POD, 1)]);
+    assert!(graph.node(Uid::parse(&uid(9))).is_some_and(|n| n.is_virtual));
+    assert_eq!(builder.collector().attempt_to_delete_queue().len(), 1, "the virtual owner");
+}
+
+/// Virtual deletes left by workers are applied with the next batch, before its notifications.
+#[test]
+fn virtual_deletes_go_first() {
+    let (graph, mut builder) = builder();
+    builder.ingest(vec![batch(RS, 1, vec![Notification::Applied(meta(2, None))])]);
+    assert_eq!(graph.len(), 1);
+    let identity = ObjectReference::new("apps/v1", "ReplicaSet", "ns", "o2", &uid(2));
+    builder.graph_changes().push(Event::virtual_delete(&identity));
+    // The same batch re-adds it afterwards: it must end up present.
+    let done = builder.ingest(vec![batch(RS, 1, vec![Notification::Applied(meta(2, None))])]);
+    assert_eq!(done.events, 2);
+    assert!(builder.graph_changes().is_empty());
+    assert!(graph.node(Uid::parse(&uid(2))).is_some_and(|n| !n.is_virtual));
+}
+
+/// A relist deletes what its own watcher run emitted and the list no longer returns; a new
+/// run of the watcher starts from an empty store; a late batch of a replaced run still applies.
+#[test]
+fn stores_belong_to_one_watcher_run() {
+    let (graph, mut builder) = builder();
+    let list = |uids: &[u8]| {
+        let mut n = vec![Notification::ListStarted];
+        n.extend(uids.iter().map(|&u| Notification::Listed(meta(u, None))));
+        n.push(Notification::ListDone);
+        n
+    };
+    builder.ingest(vec![batch(RS, 1, list(&[1, 2, 3]))]);
+    assert_eq!(graph.len(), 3);
+    let done = builder.ingest(vec![batch(RS, 1, list(&[1, 2]))]);
+    assert_eq!(done.events, 3, "two adds and one synthesised delete");
+    assert_eq!(graph.len(), 2);
+    // Run 2 never emitted 4: its relist without 4 deletes nothing of run 1's.
+    builder.ingest(vec![batch(RS, 1, vec![Notification::Applied(meta(4, None))])]);
+    let done = builder.ingest(vec![batch(RS, 2, list(&[1, 2]))]);
+    assert_eq!(done.events, 2);
+    assert_eq!(done.listed, [source(RS, 2)]);
+    // Run 1, replaced, still delivers a delete it saw: applied, but it is not run 2's list.
+    let late = builder.ingest(vec![batch(RS, 1, vec![Notification::Deleted(meta(4, None))])]);
+    assert_eq!(late.applied, 1);
+    assert!(late.listed.is_empty());
+    assert!(graph.node(Uid::parse(&uid(4))).is_none());
+    // Run 2's store is intact: its relist without 2 deletes 2.
+    builder.ingest(vec![batch(RS, 2, list(&[1]))]);
+    assert_eq!(graph.len(), 1);
+}
+
+/// Forgetting a stopped run drops its store, never a later run's.
+#[test]
+fn forgetting_a_run_spares_later_runs() {
+    let (graph, mut builder) = builder();
+    let run2 = vec![
+        Notification::ListStarted,
+        Notification::Listed(meta(1, None)),
+        Notification::ListDone,
+    ];
+    builder.ingest(vec![batch(RS, 2, run2)]);
+    builder.forget(&source(RS, 1));
+    // Run 2 still remembers 1: its relist without 1 deletes it.
+    builder.ingest(vec![batch(RS, 2, vec![Notification::ListStarted, Notification::ListDone])]);
+    assert!(graph.is_empty());
+    builder.ingest(vec![batch(RS, 2, vec![Notification::Applied(meta(1, None))])]);
+    builder.forget(&source(RS, 2));
+    // Forgotten: a new run's relist without 1 knows nothing of it.
+    builder.ingest(vec![batch(RS, 3, vec![Notification::ListStarted, Notification::ListDone])]);
+    assert_eq!(graph.len(), 1);
+}
