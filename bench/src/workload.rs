@@ -35,14 +35,10 @@ use std::str::FromStr;
 
 use kube_gc_engine::{Event, EventType, ObjectMeta, ObjectType, OwnerReference};
 
-/// The default seed of `WORKLOAD.md`.
-pub const DEFAULT_SEED: u64 = 1;
-/// The default number of namespaces of `WORKLOAD.md`.
-pub const DEFAULT_NAMESPACES: usize = 1000;
+pub use kube_gc_workload::{DEFAULT_NAMESPACES, DEFAULT_SEED};
+
 /// The first resourceVersion handed out.
 const FIRST_RESOURCE_VERSION: u64 = 1_000_001;
-/// Kubernetes' `rand.String` alphabet (27 characters, no vowels, no lookalikes).
-const ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// The order events are delivered in.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
@@ -142,76 +138,8 @@ impl Counts {
     }
 }
 
-/// splitmix64, the PRNG of every stream.
-#[derive(Clone, Debug)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// A stream whose initial state is `state`.
-    pub fn new(state: u64) -> SplitMix64 {
-        SplitMix64 { state }
-    }
-
-    /// The next 64-bit value.
-    #[inline]
-    #[allow(clippy::should_implement_trait)] // not an iterator: an infinite stream of draws
-    pub fn next(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A UUIDv4 string from two draws (`WORKLOAD.md` § UIDs).
-    pub fn uid(&mut self) -> String {
-        let hi = self.next();
-        let lo = self.next();
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&hi.to_be_bytes());
-        b[8..].copy_from_slice(&lo.to_be_bytes());
-        b[6] = (b[6] & 0x0f) | 0x40;
-        b[8] = (b[8] & 0x3f) | 0x80;
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut out = String::with_capacity(36);
-        for (i, byte) in b.iter().enumerate() {
-            if matches!(i, 4 | 6 | 8 | 10) {
-                out.push('-');
-            }
-            out.push(HEX[usize::from(byte >> 4)] as char);
-            out.push(HEX[usize::from(byte & 0xf)] as char);
-        }
-        out
-    }
-
-    /// Appends a `k`-character name suffix from one draw (`WORKLOAD.md` § Name suffixes).
-    pub fn push_suffix(&mut self, out: &mut String, k: usize) {
-        let mut x = self.next();
-        for _ in 0..k {
-            out.push(ALPHABET[(x % 27) as usize] as char);
-            x /= 27;
-        }
-    }
-}
-
-/// Appends `value` as zero-padded decimal of at least `width` digits (`%0*d`).
-fn push_padded(out: &mut String, value: u64, width: usize) {
-    let digits = value.to_string();
-    for _ in digits.len()..width {
-        out.push('0');
-    }
-    out.push_str(&digits);
-}
-
-/// `prefix` followed by `value` as `%08d`.
-fn numbered(prefix: &str, value: usize, extra_capacity: usize) -> String {
-    let mut s = String::with_capacity(prefix.len() + 8 + extra_capacity);
-    s.push_str(prefix);
-    push_padded(&mut s, value as u64, 8);
-    s
-}
+pub use kube_gc_workload::SplitMix64;
+use kube_gc_workload::{namespace_name, numbered};
 
 /// A generated workload: the warm-up's add events, in delivery order.
 #[derive(Debug)]
@@ -225,14 +153,7 @@ pub struct Workload {
 
 /// The namespace names, `ns-%04d`.
 fn namespace_names(n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            let mut s = String::with_capacity(7);
-            s.push_str("ns-");
-            push_padded(&mut s, i as u64, 4);
-            s
-        })
-        .collect()
+    (0..n).map(namespace_name).collect()
 }
 
 /// The pieces every object is built from.

@@ -40,7 +40,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::error::Error;
-use crate::store::SplitMix64;
+use kube_gc_workload::SplitMix64;
 
 /// The header naming the fault an error response was injected for.
 pub const FAULT_HEADER: &str = "x-simcluster-fault";
@@ -233,13 +233,13 @@ impl Default for FaultInjector {
 impl FaultInjector {
     /// An injector with `faults`.
     pub fn new(faults: Faults) -> FaultInjector {
-        let rng = SplitMix64(faults.seed);
+        let rng = SplitMix64::new(faults.seed);
         FaultInjector { state: Mutex::new((faults, rng)), counts: Default::default() }
     }
 
     /// Replaces the faults and reseeds the PRNG with their seed (counts are kept).
     pub fn set(&self, faults: Faults) {
-        let rng = SplitMix64(faults.seed);
+        let rng = SplitMix64::new(faults.seed);
         *self.state.lock() = (faults, rng);
     }
 

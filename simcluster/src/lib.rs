@@ -1,5 +1,6 @@
 //! simcluster: an in-process Kubernetes API server emulator, served over real HTTP on
-//! loopback, for kube-gc's tests, demo and end-to-end benchmarks.
+//! loopback, for kube-gc's tests, demo and end-to-end benchmarks. It never knows the
+//! collector: what runs kube-gc against it (the demo, chaos, the tuning sweep) is `kube-gc-lab`.
 //!
 //! It speaks enough of the apiserver's API for kube-rs (and kube-gc, which is built on it) to
 //! run unchanged against it: legacy discovery, list with `limit`/`continue`, watch from a
@@ -14,13 +15,10 @@
 //!   clients need to reach it.
 //! - [`store`] holds the objects and the write semantics; `http` (private) the URL layout
 //!   and content negotiation; [`patch`] the patch types; [`resources`] what is served;
-//!   [`preload`] puts WORKLOAD.md's objects into a store without HTTP; [`demo`] runs kube-gc
-//!   against a preloaded simcluster (`kube-gc-simcluster demo`).
+//!   [`preload`] puts WORKLOAD.md's objects into a store without HTTP.
 //! - [`faults`] injects seeded faults (errors, latency, dropped and expired watches, expired
 //!   continue tokens, conflicts; [`SimCluster::set_faults`]); [`audit`] records every write and
-//!   flags the collector's wrongful deletions; [`chaos`] runs random GC scenarios under both
-//!   (`kube-gc-simcluster chaos`); [`tune`] measures kube-gc's collection rate per
-//!   `--concurrent-gc-syncs`, API latency and rate limit (`kube-gc-simcluster tune`).
+//!   flags the collector's wrongful deletions.
 //!
 //! # Examples
 //!
@@ -39,8 +37,6 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod audit;
-pub mod chaos;
-pub mod demo;
 pub mod error;
 pub mod faults;
 mod http;
@@ -49,8 +45,7 @@ pub mod preload;
 pub mod resources;
 pub mod store;
 mod table;
-mod time;
-pub mod tune;
+pub mod time;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

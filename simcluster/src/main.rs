@@ -5,8 +5,8 @@
 //! KUBECONFIG=/tmp/sim.kubeconfig kube-gc
 //! ```
 //!
-//! `kube-gc-simcluster demo [--objects N] …` runs kube-gc against a preloaded simcluster in one
-//! process instead (see `kube_gc_simcluster::demo`).
+//! `kube-gc-lab demo [--objects N] …` runs kube-gc against a preloaded simcluster in one
+//! process instead (the `kube-gc-lab` crate).
 #![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
@@ -14,26 +14,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand};
-use kube_gc_simcluster::chaos::{self, ChaosArgs};
-use kube_gc_simcluster::demo::{self, DemoArgs};
+use clap::Parser;
 use kube_gc_simcluster::faults::parse_rate;
 use kube_gc_simcluster::preload::{Preload, Shape, preload};
-use kube_gc_simcluster::tune::{self, TuneArgs};
 use kube_gc_simcluster::{Config, Faults, ResourceDef, SimCluster, Store, StoreConfig, resources};
-use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
-// As kube-gc's binary: the demo's memory figures are those of the allocator kube-gc ships with.
+// As kube-gc's binary, so that memory figures of runs against it compare.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// An in-process Kubernetes API server emulator for kube-gc's tests and demo (plain HTTP on
 /// loopback; no TLS, no real authentication, no garbage collection of its own).
 #[derive(Parser, Debug)]
-#[command(name = "kube-gc-simcluster", version, about, args_conflicts_with_subcommands = true)]
+#[command(name = "kube-gc-simcluster", version, about)]
 struct Args {
-    #[command(subcommand)]
-    command: Option<Command>,
     /// Address to listen on (port 0: any free port).
     #[arg(long, default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
@@ -103,103 +97,13 @@ struct Args {
     fault_watch_delay_ms: u64,
 }
 
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Preload a simcluster (default 1,000,000 objects), run kube-gc against it over HTTP in this
-    /// process, show its warm-up, collect the garbage, delete sample Deployments with each
-    /// propagation policy, and print a summary table (exit status 1 if any check failed).
-    Demo(DemoArgs),
-    /// Random garbage-collection scenarios from seeds, run by kube-gc in this process under
-    /// seeded faults and collector restarts; once faults stop every scenario must reach its
-    /// expected state and the audit must show no wrongful deletion. The last line printed is
-    /// the totals (exit status 1 if any check failed).
-    Chaos(ChaosArgs),
-    /// Time kube-gc's collection of the dependents of deleted owners for each
-    /// --concurrent-gc-syncs, simulated API latency and client rate limit (a fresh simcluster
-    /// and kube-gc per run); a line per run on stderr, then a markdown table on stdout.
-    Tune(TuneArgs),
-}
-
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    // The demo draws progress bars: only warnings (RUST_LOG overrides) may interleave.
-    let (default_filter, writer) = match args.command {
-        // Faults make the clients log every failed request: only simcluster's errors (the
-        // audit's wrongful deletions) show.
-        Some(Command::Chaos(_)) => {
-            ("off,kube_gc_simcluster=error", BoxMakeWriter::new(std::io::stderr))
-        }
-        // The tune runs end kube-gc's watches at every run's end: only errors show.
-        Some(Command::Tune(_)) => ("error", BoxMakeWriter::new(std::io::stderr)),
-        Some(_) => ("warn", BoxMakeWriter::new(std::io::stderr)),
-        None => ("info", BoxMakeWriter::new(std::io::stdout)),
-    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default_filter.into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(writer)
         .init();
-    if let Some(Command::Demo(demo_args)) = &args.command {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        let report = match runtime.block_on(demo::run(demo_args, demo::Progress::Stderr)) {
-            Ok(report) => report,
-            Err(e) => {
-                eprintln!("kube-gc-simcluster demo: {e:#}");
-                std::process::exit(2);
-            }
-        };
-        print!("{}", report.table());
-        runtime.shutdown_timeout(Duration::from_secs(1));
-        if !report.ok() {
-            std::process::exit(1);
-        }
-        return Ok(());
-    }
-    if let Some(Command::Chaos(chaos_args)) = &args.command {
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        let config = chaos_args.config();
-        let report = match runtime.block_on(chaos::run(&config, |seed| println!("{seed}"))) {
-            Ok(report) => report,
-            Err(e) => {
-                eprintln!("kube-gc-simcluster chaos: {e:#}");
-                std::process::exit(2);
-            }
-        };
-        println!("{}", report.totals());
-        runtime.shutdown_timeout(Duration::from_secs(1));
-        if !report.ok() {
-            std::process::exit(1);
-        }
-        return Ok(());
-    }
-    if let Some(Command::Tune(tune_args)) = &args.command {
-        let samples = if tune_args.from_json.is_empty() {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let samples =
-                runtime.block_on(tune::run(tune_args, |s| eprintln!("{}", tune::line(s))));
-            runtime.shutdown_timeout(Duration::from_secs(1));
-            samples
-        } else {
-            tune::read_json(&tune_args.from_json)
-        };
-        let samples = match samples {
-            Ok(samples) => samples,
-            Err(e) => {
-                eprintln!("kube-gc-simcluster tune: {e:#}");
-                std::process::exit(2);
-            }
-        };
-        if let Some(path) = &tune_args.out_json {
-            std::fs::write(path, serde_json::to_string_pretty(&samples)?)?;
-        }
-        if let Some(path) = &tune_args.out_svg {
-            std::fs::write(path, tune::plot_svg(&samples)?)?;
-        }
-        print!("{}", tune::markdown(&samples));
-        return Ok(());
-    }
     let mut defs = if args.no_builtin { Vec::new() } else { resources::builtin() };
     for spec in &args.resources {
         defs.push(ResourceDef::parse(spec)?);

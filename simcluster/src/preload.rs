@@ -13,7 +13,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::store::{SplitMix64, Store, object_key};
+use crate::store::{Store, object_key};
+use kube_gc_workload::{SplitMix64, namespace_name};
 
 /// The shapes `--shape` accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,10 +126,10 @@ pub fn preload(store: &Store, p: &Preload) -> Result<Preloaded> {
     let families = n * 79 / 1000;
     let virtual_pods = n / 100;
     let configmaps = n - 10 * families - virtual_pods;
-    let namespaces: Vec<String> = (0..p.namespaces.max(1)).map(|i| format!("ns-{i:04}")).collect();
+    let namespaces: Vec<String> = (0..p.namespaces.max(1)).map(namespace_name).collect();
     let ns = |i: usize| namespaces[i % namespaces.len()].as_str();
-    let mut uids = SplitMix64(p.seed);
-    let mut names = SplitMix64(p.seed.wrapping_add(1));
+    let mut uids = SplitMix64::new(p.seed);
+    let mut names = SplitMix64::new(p.seed.wrapping_add(1));
     let base = 1_000_001u64.max(store.resource_version() + 1);
     let created = p.creation_timestamp.as_str();
 

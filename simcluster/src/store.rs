@@ -44,6 +44,7 @@ use crate::error::{Error, Result};
 use crate::patch::{self, PatchType, string_list};
 use crate::resources::{self, Registry, ResourceDef};
 use crate::time::now_rfc3339;
+use kube_gc_workload::SplitMix64;
 
 /// What a change did to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -288,8 +289,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// The key of an object in its table.
-pub(crate) fn object_key(namespace: Option<&str>, name: &str) -> Box<str> {
+/// The key of an object in its table (`namespace/name`, or `name` when cluster-scoped), as
+/// [`Store::preload`] takes it.
+pub fn object_key(namespace: Option<&str>, name: &str) -> Box<str> {
     match namespace {
         Some(ns) => format!("{ns}/{name}").into_boxed_str(),
         None => name.into(),
@@ -308,7 +310,7 @@ impl Store {
                 history: VecDeque::new(),
                 history_limit: config.history.max(1),
                 floor: 0,
-                rng: SplitMix64(config.seed),
+                rng: SplitMix64::new(config.seed),
             }),
             tx,
             audit: Audit::default(),
@@ -686,7 +688,7 @@ impl Store {
     /// `(namespace, name, object)` gets the next resourceVersion, already written in the
     /// object by the caller as `resource_version_base + i`. Advances the store's
     /// resourceVersion and the watch history's floor past them.
-    pub(crate) fn preload(
+    pub fn preload(
         &self,
         r: &Resolved,
         objects: impl IntoIterator<Item = (Box<str>, Arc<[u8]>, u64)>,
@@ -1096,62 +1098,6 @@ fn gone_resource(r: &Resolved) -> Error {
 
 fn conflict(r: &Resolved, name: &str, message: String) -> Error {
     Error::Conflict { resource: r.def.group_resource(), name: name.to_owned(), message }
-}
-
-/// splitmix64 (WORKLOAD.md's PRNG), for uids and generated names.
-#[derive(Debug)]
-pub(crate) struct SplitMix64(pub(crate) u64);
-
-impl SplitMix64 {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A UUIDv4 from two draws (WORKLOAD.md's `uid()`).
-    pub(crate) fn uid(&mut self) -> String {
-        let mut out = String::with_capacity(36);
-        self.push_uid(&mut out);
-        out
-    }
-
-    pub(crate) fn push_uid(&mut self, out: &mut String) {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let hi = self.next();
-        let lo = self.next();
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&hi.to_be_bytes());
-        b[8..].copy_from_slice(&lo.to_be_bytes());
-        b[6] = (b[6] & 0x0f) | 0x40;
-        b[8] = (b[8] & 0x3f) | 0x80;
-        for (i, byte) in b.iter().enumerate() {
-            if matches!(i, 4 | 6 | 8 | 10) {
-                out.push('-');
-            }
-            out.push(HEX[(byte >> 4) as usize] as char);
-            out.push(HEX[(byte & 0xf) as usize] as char);
-        }
-    }
-
-    /// `k` characters of Kubernetes' `rand.String` alphabet from one draw (WORKLOAD.md's
-    /// `suffix(k)`).
-    pub(crate) fn push_suffix(&mut self, out: &mut String, k: usize) {
-        const ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
-        let mut x = self.next();
-        for _ in 0..k {
-            out.push(ALPHABET[(x % 27) as usize] as char);
-            x /= 27;
-        }
-    }
-
-    fn suffix(&mut self, k: usize) -> String {
-        let mut s = String::with_capacity(k);
-        self.push_suffix(&mut s, k);
-        s
-    }
 }
 
 /// The preconditions a written body carries (`metadata.uid`, `metadata.resourceVersion`), as

@@ -3,7 +3,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The current time, to the second, in UTC.
-pub(crate) fn now_rfc3339() -> String {
+pub fn now_rfc3339() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format_unix(secs)
 }

@@ -12,6 +12,9 @@ use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
 use kube::client::Body;
 use kube_gc_simcluster::faults::FAULT_HEADER;
 use kube_gc_simcluster::{FaultKind, Faults, SimCluster};
+
+/// A collector's User-Agent (kube-gc sends `kube-gc/<version>`).
+const GC_AGENT: &str = "kube-gc/0.1.0";
 use serde_json::{Value, json};
 
 /// A client sending `user_agent` (as kube-gc's does), that never retries by itself (kube-rs
@@ -181,7 +184,7 @@ async fn latency_should_delay_requests_and_be_counted() {
 async fn audit_should_flag_the_collector_deleting_a_dependent_of_a_live_owner() {
     let sim = start().await;
     let user = client(&sim).await;
-    let gc = client_as(&sim, kube_gc::USER_AGENT).await;
+    let gc = client_as(&sim, GC_AGENT).await;
     let owner = cm(&user, "owner").await;
     let pods: Api<Pod> = Api::namespaced(user.clone(), "default");
     for name in ["by-user", "by-gc"] {
@@ -201,7 +204,7 @@ async fn audit_should_flag_the_collector_deleting_a_dependent_of_a_live_owner() 
     let wrongful = audit.wrongful_deletions();
     assert_eq!(wrongful.len(), 1, "{wrongful:?}");
     assert_eq!(wrongful[0].record.name, "by-gc");
-    assert_eq!(&*wrongful[0].record.actor, kube_gc::USER_AGENT);
+    assert_eq!(&*wrongful[0].record.actor, GC_AGENT);
     let last = audit.records().pop().unwrap();
     assert_eq!((last.name.as_str(), last.owner_references[0].name.as_str()), ("by-gc", "owner"));
 }

@@ -3,12 +3,12 @@
 //!
 //! The default faults hold watch events back (up to 300 ms, 30% of them), so the collector
 //! often decides on a graph that lags the store while the scenarios' adoptions and user deletes
-//! race it. The longer run: `kube-gc-simcluster chaos --seeds 20 --scenarios 16` (see the
+//! race it. The longer run: `kube-gc-lab chaos --seeds 20 --scenarios 16` (see the
 //! README).
 
 use std::time::Duration;
 
-use kube_gc_simcluster::chaos::{self, ChaosConfig};
+use kube_gc_lab::chaos::{self, ChaosConfig};
 use kube_gc_simcluster::{FaultKind, Faults};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,7 @@
 //! kube-gc and upstream's garbage collector, side by side on the same real kube-apiserver.
 //!
 //! ```sh
-//! cargo bench -p kube-gc --bench real_server -- --objects 100000
+//! cargo bench -p kube-gc-lab --bench real_server -- --objects 100000
 //! ```
 //!
 //! Starts `scripts/testenv` (kube-apiserver v1.20.2 + etcd on loopback; or reuses
@@ -23,7 +23,7 @@
 //! writes the figures too. A benchmark, not a test: it asserts only that each run completes and
 //! deletes exactly the garbage.
 
-#[path = "../../tests/e2e/env.rs"]
+#[path = "../../../controller/tests/e2e/env.rs"]
 #[allow(dead_code)]
 mod env;
 

@@ -1,4 +1,4 @@
-//! The demo (`kube-gc-simcluster demo`): kube-gc warming up on a simcluster of a million objects,
+//! The demo (`kube-gc-lab demo`): kube-gc warming up on a simcluster of a million objects,
 //! then collecting garbage and honouring each propagation policy, measured and checked.
 //!
 //! 1. **preload** WORKLOAD.md's objects (shape `deploy-rs-pods`) straight into a [`Store`];
@@ -30,9 +30,9 @@ use kube_gc::kube_cluster::ApiCallCounts;
 use kube_gc::{Controller, Flags};
 use serde::Deserialize;
 
-use crate::preload::{Preload, Shape, preload};
-use crate::store::{ListOptions, Resolved};
-use crate::{Config, SimCluster, Store};
+use kube_gc_simcluster::preload::{Preload, Shape, preload};
+use kube_gc_simcluster::store::{ListOptions, Resolved};
+use kube_gc_simcluster::{Config, SimCluster, Store};
 
 /// The demo's `--kube-api-qps` default. kube-gc's own is 20 (kube-controller-manager's): at 20
 /// requests per second the 10,000 garbage Pods of a 1M-object cluster (two calls each: the
@@ -45,7 +45,7 @@ pub const DEMO_KUBE_API_BURST: u32 = 1000;
 /// The page size of kube-gc's watchers' initial lists (client-go's informer default).
 const LIST_PAGE: u64 = 500;
 
-/// `kube-gc-simcluster demo`: preload a simcluster, run kube-gc against it over HTTP, watch it
+/// `kube-gc-lab demo`: preload a simcluster, run kube-gc against it over HTTP, watch it
 /// warm up, collect garbage and honour each propagation policy; print a summary table.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DemoArgs {
@@ -550,7 +550,7 @@ struct Sample {
 impl Sample {
     /// Family `f` of WORKLOAD.md's shape, found in the store.
     fn find(store: &Store, res: &Res, f: usize, namespaces: usize) -> anyhow::Result<Sample> {
-        let namespace = format!("ns-{:04}", f % namespaces.max(1));
+        let namespace = kube_gc_workload::namespace_name(f % namespaces.max(1));
         let deployment = format!("app-{f:08}");
         let d = meta(&store.get(&res.deployments, Some(&namespace), &deployment)?)?;
         let in_ns = |r: &Resolved| {

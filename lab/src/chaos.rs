@@ -17,23 +17,23 @@
 //! 4. Faults off; every object must reach its expected state within
 //!    [`ChaosConfig::converge_timeout`]: gone, or kept with the expected owners, not being
 //!    deleted; no object may be left with the `orphan` or `foregroundDeletion` finalizer.
-//! 5. The audit ([`crate::audit`]) must hold no wrongful deletion.
+//! 5. The audit ([`kube_gc_simcluster::audit`]) must hold no wrongful deletion.
 //!
 //! Everything is bounded: each wait has a deadline, and a collector that does not stop in
 //! time is aborted.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
-use crate::audit::with_actor;
-use crate::faults::{FaultCounts, Faults};
-use crate::store::{DeleteOptions, ListOptions, Resolved, SplitMix64, Store};
-use crate::{Config, SimCluster};
+use kube_gc_simcluster::audit::with_actor;
+use kube_gc_simcluster::faults::{FaultCounts, Faults};
+use kube_gc_simcluster::store::{DeleteOptions, ListOptions, Resolved, Store};
+use kube_gc_simcluster::{Config, SimCluster};
+
+use crate::in_process::{InProcess, TempFile};
+use kube_gc_workload::SplitMix64;
 
 /// The actor of the scenario setup's writes.
 pub const SETUP_ACTOR: &str = "chaos-setup";
@@ -64,7 +64,7 @@ pub struct ChaosConfig {
     pub collector: bool,
 }
 
-/// `kube-gc-simcluster chaos`: random GC scenarios from seeds, under seeded faults and
+/// `kube-gc-lab chaos`: random GC scenarios from seeds, under seeded faults and
 /// collector restarts; then faults off, every scenario must converge and the audit must show
 /// no wrongful deletion. The last line printed is the totals (exit status 1 if any failed).
 #[derive(clap::Args, Debug, Clone)]
@@ -91,7 +91,7 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 520)]
     pub fillers: usize,
     /// Probability of a 429 / 500 / 503 per request.
-    #[arg(long, default_value_t = 0.05, value_parser = crate::faults::parse_rate)]
+    #[arg(long, default_value_t = 0.05, value_parser = kube_gc_simcluster::faults::parse_rate)]
     pub fault_error_rate: f64,
     /// Latency added to every request, in milliseconds.
     #[arg(long, default_value_t = 1)]
@@ -100,16 +100,16 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 4)]
     pub fault_latency_jitter_ms: u64,
     /// Probability that a watch is cut mid-stream.
-    #[arg(long, default_value_t = 0.2, value_parser = crate::faults::parse_rate)]
+    #[arg(long, default_value_t = 0.2, value_parser = kube_gc_simcluster::faults::parse_rate)]
     pub fault_watch_drop_rate: f64,
     /// Probability of 410 Expired per watch from a resourceVersion and per continued list page.
-    #[arg(long, default_value_t = 0.1, value_parser = crate::faults::parse_rate)]
+    #[arg(long, default_value_t = 0.1, value_parser = kube_gc_simcluster::faults::parse_rate)]
     pub fault_expire_rate: f64,
     /// Probability of 409 Conflict per update, patch and delete.
-    #[arg(long, default_value_t = 0.1, value_parser = crate::faults::parse_rate)]
+    #[arg(long, default_value_t = 0.1, value_parser = kube_gc_simcluster::faults::parse_rate)]
     pub fault_conflict_rate: f64,
     /// Probability that a watch event is held back (the collector's graph then lags).
-    #[arg(long, default_value_t = 0.3, value_parser = crate::faults::parse_rate)]
+    #[arg(long, default_value_t = 0.3, value_parser = kube_gc_simcluster::faults::parse_rate)]
     pub fault_watch_delay_rate: f64,
     /// The longest a watch event is held back, in milliseconds.
     #[arg(long, default_value_t = 300)]
@@ -571,7 +571,7 @@ impl World<'_> {
                             &r,
                             ns,
                             &name,
-                            crate::patch::PatchType::Merge,
+                            kube_gc_simcluster::patch::PatchType::Merge,
                             patch.as_bytes(),
                         )
                     })?;
@@ -674,12 +674,12 @@ impl World<'_> {
                 &o.r,
                 o.namespace.as_deref(),
                 &o.name,
-                crate::patch::PatchType::Merge,
+                kube_gc_simcluster::patch::PatchType::Merge,
                 patch.as_bytes(),
             )
         });
         match patched {
-            Ok(_) | Err(crate::Error::NotFound { .. }) => Ok(()),
+            Ok(_) | Err(kube_gc_simcluster::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -715,8 +715,10 @@ impl World<'_> {
                 }
                 (Expect::Kept(_), None) => out.push(format!("{}: expected kept, deleted", what())),
                 (Expect::Kept(owners) | Expect::GoneOrKept(owners), Some(v)) => {
-                    let mut got: Vec<String> =
-                        crate::audit::OwnerRef::of(&v).into_iter().map(|r| r.uid).collect();
+                    let mut got: Vec<String> = kube_gc_simcluster::audit::OwnerRef::of(&v)
+                        .into_iter()
+                        .map(|r| r.uid)
+                        .collect();
                     let mut want = owners.clone();
                     got.sort();
                     want.sort();
@@ -770,61 +772,33 @@ fn stuck_finalizers(store: &Store) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // The collector
 
-/// kube-gc, running in this process until stopped.
-struct Collector {
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Collector {
-    async fn start(kubeconfig: &std::path::Path, extra: &[String]) -> anyhow::Result<Collector> {
-        let mut args: Vec<String> = [
-            "kube-gc",
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--debug-addr",
-            "127.0.0.1:0",
-            "--kube-api-qps",
-            "1000",
-            "--kube-api-burst",
-            "1000",
-            "--concurrent-gc-syncs",
-            "4",
-            "--initial-sync-timeout",
-            "10s",
-            // Discovers the CRD created at run time within a second.
-            "--resync-period",
-            "1s",
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        args.extend(extra.iter().cloned());
-        let flags = kube_gc::Flags::try_parse_from(args)?;
-        let client = kube_gc::client(&flags).await?;
-        let controller = kube_gc::Controller::start(flags, client).await?;
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller.run(async move {
-            let _ = rx.await;
-        }));
-        Ok(Collector { stop: Some(tx), task })
-    }
-
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if tokio::time::timeout(Duration::from_secs(10), &mut self.task).await.is_err() {
-            self.task.abort();
-        }
-    }
-}
-
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// Starts kube-gc in this process against the scenario's simcluster.
+async fn start_collector(
+    kubeconfig: &std::path::Path,
+    extra: &[String],
+) -> anyhow::Result<InProcess> {
+    let mut args: Vec<String> = [
+        "kube-gc",
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+        "--debug-addr",
+        "127.0.0.1:0",
+        "--kube-api-qps",
+        "1000",
+        "--kube-api-burst",
+        "1000",
+        "--concurrent-gc-syncs",
+        "4",
+        "--initial-sync-timeout",
+        "10s",
+        // Discovers the CRD created at run time within a second.
+        "--resync-period",
+        "1s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend(extra.iter().cloned());
+    InProcess::start(args).await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -850,7 +824,7 @@ fn at(rng: &mut SplitMix64, from: Duration, to: Duration) -> Duration {
 
 /// Runs one seed; see the [module documentation](self).
 pub async fn run_seed(config: &ChaosConfig, seed: u64) -> anyhow::Result<SeedReport> {
-    let mut rng = SplitMix64(seed ^ 0x00c4_a05c_4a05);
+    let mut rng = SplitMix64::new(seed ^ 0x00c4_a05c_4a05);
     let sim = SimCluster::start(Config {
         bookmark_interval: Duration::from_millis(500),
         faults: Faults { seed, ..config.faults.clone() },
@@ -866,7 +840,7 @@ pub async fn run_seed(config: &ChaosConfig, seed: u64) -> anyhow::Result<SeedRep
     std::fs::write(&path, sim.kubeconfig())?;
     let kubeconfig = TempFile(path);
 
-    let mut world = World { store: &store, objects: Vec::new(), rng: SplitMix64(seed) };
+    let mut world = World { store: &store, objects: Vec::new(), rng: SplitMix64::new(seed) };
     let mut scenarios: Vec<Scenario> = (0..config.scenarios)
         .map(|i| {
             let shape = Shape::draw(&mut rng);
@@ -956,7 +930,7 @@ pub async fn run_seed(config: &ChaosConfig, seed: u64) -> anyhow::Result<SeedRep
     let mut report = SeedReport { seed, ..SeedReport::default() };
     let start = || async {
         match config.collector {
-            true => Collector::start(&kubeconfig.0, &config.kube_gc_args).await.map(Some),
+            true => start_collector(&kubeconfig.0, &config.kube_gc_args).await.map(Some),
             false => Ok(None),
         }
     };
@@ -1037,7 +1011,7 @@ mod tests {
     #[test]
     fn scenarios_should_be_drawn_from_the_seed() {
         let draw = |seed| {
-            let mut rng = SplitMix64(seed);
+            let mut rng = SplitMix64::new(seed);
             (0..32).map(|_| Shape::draw(&mut rng)).collect::<Vec<_>>()
         };
         assert_eq!(draw(5), draw(5));

@@ -1,8 +1,8 @@
-//! The demo (`kube-gc-simcluster demo`) at a small size: kube-gc warms up on a preloaded
+//! The demo (`kube-gc-lab demo`) at a small size: kube-gc warms up on a preloaded
 //! simcluster, collects the virtual-owner Pods and honours each propagation policy; every
 //! phase's verdict must be ok. (Timings are reported, never asserted.)
 
-use kube_gc_simcluster::demo::{self, DemoArgs, Progress};
+use kube_gc_lab::demo::{self, DemoArgs, Progress};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_should_pass_every_check_at_two_thousand_objects() {

@@ -1,4 +1,4 @@
-//! `kube-gc-simcluster tune`: how long kube-gc takes to collect the dependents of deleted
+//! `kube-gc-lab tune`: how long kube-gc takes to collect the dependents of deleted
 //! owners, for each `--concurrent-gc-syncs`, simulated API latency and client rate limit.
 //!
 //! For every combination of `--workers` × `--latency-ms` × `--qps` ([`run`]):
@@ -28,8 +28,8 @@ use kube_gc::{Controller, Flags};
 use serde::{Deserialize, Serialize};
 
 use crate::demo::Calls;
-use crate::store::{DeleteOptions, ListOptions, Resolved, object_key};
-use crate::{Config, Faults, SimCluster, Store};
+use kube_gc_simcluster::store::{DeleteOptions, ListOptions, Resolved, object_key};
+use kube_gc_simcluster::{Config, Faults, SimCluster, Store};
 
 /// `--qps off`: a limit no run reaches (kube-gc's limiter needs a positive rate).
 pub const UNLIMITED: f64 = 100_000.0;
@@ -38,7 +38,7 @@ pub const UNLIMITED: f64 = 100_000.0;
 /// of 20 is the same for every worker count; see the README).
 pub const DEFAULT_QPS: &str = "off,1000:1000";
 
-/// `kube-gc-simcluster tune`: time to collect the dependents of deleted owners, per
+/// `kube-gc-lab tune`: time to collect the dependents of deleted owners, per
 /// `--concurrent-gc-syncs`, API latency and rate limit.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TuneArgs {
@@ -141,11 +141,15 @@ impl Sample {
 
 /// Writes `dependents` Pods owned by `pods_per_owner`-sized groups of ReplicaSets into
 /// `store` (namespace `default`), without events. Returns the number of ReplicaSets.
-pub fn fill(store: &Store, dependents: usize, pods_per_owner: usize) -> crate::Result<usize> {
+pub fn fill(
+    store: &Store,
+    dependents: usize,
+    pods_per_owner: usize,
+) -> kube_gc_simcluster::Result<usize> {
     let per = pods_per_owner.max(1);
     let owners = dependents.div_ceil(per);
     let uid = |i: usize| format!("00000000-0000-4000-8000-{i:012x}");
-    let created = crate::time::now_rfc3339();
+    let created = kube_gc_simcluster::time::now_rfc3339();
     let mut rv = store.resource_version() + 1;
     let mut replicasets = Vec::with_capacity(owners);
     for o in 0..owners {
@@ -181,7 +185,7 @@ pub fn fill(store: &Store, dependents: usize, pods_per_owner: usize) -> crate::R
 }
 
 /// Pods left in the store (`limit` 1 for "any left?", 0 for all of them).
-fn pods_left(store: &Store, pods: &Resolved, limit: usize) -> crate::Result<usize> {
+fn pods_left(store: &Store, pods: &Resolved, limit: usize) -> kube_gc_simcluster::Result<usize> {
     Ok(store.list(pods, &ListOptions { limit, ..ListOptions::default() })?.items.len())
 }
 
@@ -547,7 +551,10 @@ mod tests {
 
     #[test]
     fn fill_should_store_owned_pods_and_their_owners() {
-        let store = Store::new(crate::StoreConfig::default(), crate::resources::builtin());
+        let store = Store::new(
+            kube_gc_simcluster::StoreConfig::default(),
+            kube_gc_simcluster::resources::builtin(),
+        );
         assert_eq!(fill(&store, 25, 10).unwrap(), 3);
         let pods = store.resolve_api_version("v1", "pods").unwrap();
         assert_eq!(pods_left(&store, &pods, 0).unwrap(), 25);

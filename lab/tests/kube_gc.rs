@@ -5,31 +5,22 @@
 //! discovery, metadata watchers, live reads, patches and deletes all work over simcluster's
 //! HTTP API.
 
+#[path = "../../simcluster/tests/common/mod.rs"]
 mod common;
 
-use clap::Parser;
 use common::{client, code, eventually, start};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ReplicationController};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Resource};
-use kube_gc::{Controller, Flags};
+use kube_gc_lab::InProcess;
+use kube_gc_lab::in_process::TempFile;
 use kube_gc_simcluster::SimCluster;
 use serde_json::json;
-use tokio::sync::oneshot;
 
-/// kube-gc running against `sim` until dropped.
+/// kube-gc running against `sim` until stopped.
 struct Gc {
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    gc: InProcess,
     _kubeconfig: TempFile,
-}
-
-struct TempFile(std::path::PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 impl Gc {
@@ -39,11 +30,11 @@ impl Gc {
             std::process::id(),
             sim.addr().port()
         ));
-        std::fs::write(&path, sim.kubeconfig()).expect("write kubeconfig");
-        let flags = Flags::parse_from([
+        let kubeconfig = TempFile::write(path, &sim.kubeconfig()).expect("write kubeconfig");
+        let gc = InProcess::start([
             "kube-gc",
             "--kubeconfig",
-            path.to_str().unwrap(),
+            kubeconfig.0.to_str().unwrap(),
             "--debug-addr",
             "127.0.0.1:0",
             "--kube-api-qps",
@@ -54,21 +45,14 @@ impl Gc {
             "4",
             "--initial-sync-timeout",
             "20s",
-        ]);
-        let kube = kube_gc::client(&flags).await.expect("client from simcluster's kubeconfig");
-        let controller = Controller::start(flags, kube).await.expect("kube-gc starts");
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller.run(async move {
-            let _ = rx.await;
-        }));
-        Gc { stop: Some(tx), task, _kubeconfig: TempFile(path) }
+        ])
+        .await
+        .expect("kube-gc starts");
+        Gc { gc, _kubeconfig: kubeconfig }
     }
 
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let _ = tokio::time::timeout(common::DEADLINE, &mut self.task).await;
+    async fn stop(self) {
+        self.gc.stop().await;
     }
 }
 

@@ -92,7 +92,7 @@ impl Running {
         let (mut command, debug_addr) = match which {
             Which::KubeGc => {
                 let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
-                let mut c = Command::new(env!("CARGO_BIN_EXE_kube-gc"));
+                let mut c = Command::new(kube_gc_binary()?);
                 c.args([&kubeconfig_flag, &qps, &burst, "--leader-elect=false"])
                     .arg(format!("--debug-addr={addr}"))
                     .arg("--initial-sync-timeout=600s")
@@ -169,6 +169,27 @@ impl Drop for Running {
 }
 
 /// The cached kube-controller-manager (`scripts/testenv bin-dir`).
+/// kube-gc's release binary: `$KUBE_GC_BIN`, else built now with cargo (a bench of another
+/// package gets no `CARGO_BIN_EXE_` for it).
+fn kube_gc_binary() -> anyhow::Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("KUBE_GC_BIN") {
+        return Ok(PathBuf::from(bin));
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-q", "-p", "kube-gc", "--bin", "kube-gc"])
+        .current_dir(&root)
+        .status()
+        .context("run cargo build -p kube-gc")?;
+    if !status.success() {
+        bail!("cargo build -p kube-gc failed");
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    Ok(target.join("release").join("kube-gc"))
+}
+
 fn upstream_binary() -> anyhow::Result<PathBuf> {
     let out = crate::env::testenv(&["bin-dir"])?;
     let bin = PathBuf::from(out.trim()).join("kube-controller-manager");
