@@ -811,3 +811,18 @@ fn unblocking_never_gives_back_a_removed_reference() {
     run(&ops, true).unwrap();
 }
 
+/// Liveness, repeated UIDs: a dependent references its foreground-deleted owner twice, and
+/// its blocking reference is removed while kube-gc warms up; the owner's deletion completes.
+#[test]
+fn removing_the_blocking_one_of_two_references_lets_foreground_deletion_finish() {
+    let ops = [
+        create(2, &[]),
+        create(5, &[(2, false), (2, true)]),
+        Op::Delete { slot: 2, policy: Some(PropagationPolicy::Foreground) },
+        Op::FinishWarmUp,
+        create(0, &[]),
+        Op::RemoveRef { slot: 5, index: 1 },
+        Op::Work { n: 1, orphan: false },
+    ];
+    run(&ops, true).unwrap();
+}

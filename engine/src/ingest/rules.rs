@@ -77,6 +77,10 @@ impl RefDiff<'_> {
 ///   the owner's deletion then never queues it (garbage kept for ever) and a foreground
 ///   deletion of the owner no longer waits for it although it blocks (found by the stale-view
 ///   property test). Only the owner side of the graph differs, and only for repeated UIDs.
+///   If that duplicate blocked and no reference of `new` to its owner does, it is reported in
+///   `changed` (blocking → not blocking, paired with the reference kept), so that the owner is
+///   queued as upstream's removal would queue it: a foreground deletion waiting for it
+///   would otherwise never finish.
 pub(crate) fn references_diffs<'a>(old: &[RefView<'a>], new: &[RefView<'a>]) -> RefDiff<'a> {
     // Small lists (almost always 0 or 1 entries): linear scans beat hashing.
     let mut pending: Vec<Option<RefView<'a>>> = Vec::with_capacity(new.len());
@@ -98,7 +102,16 @@ pub(crate) fn references_diffs<'a>(old: &[RefView<'a>], new: &[RefView<'a>]) -> 
                     diff.changed.push((*o, n));
                 }
             }
-            None if new.iter().any(|n| n.uid == o.uid) => {} // a repeat of a kept UID
+            None if new.iter().any(|n| n.uid == o.uid) => {
+                // A repeat of a kept UID: not removed, the dependent still refers to the owner.
+                // But if it blocked and no new reference to that owner does, the owner lost a
+                // blocking dependent, and a foreground deletion waiting for it must be looked
+                // at again (upstream queues the owner of a removed blocking reference).
+                if o.blocks() && !new.iter().any(|n| n.uid == o.uid && n.blocks()) {
+                    let n = new.iter().rev().find(|n| n.uid == o.uid).expect("checked above");
+                    diff.changed.push((*o, *n));
+                }
+            }
             None => diff.removed.push(*o),
         }
     }
@@ -312,6 +325,23 @@ mod tests {
         // Gone from new altogether: removed, each old entry as upstream.
         let d = references_diffs(&[RefView::of(&a), RefView::of(&a)], &[]);
         assert_eq!(d.removed, vec![RefView::of(&a), RefView::of(&a)]);
+    }
+
+    /// The blocking one of two references to an owner goes: the owner lost a blocking
+    /// dependent, reported as a change to the reference kept (so that the owner is queued).
+    #[test]
+    fn references_diffs_reports_a_dropped_blocking_duplicate_as_unblocked() {
+        let (a, mut blocking) = (r("1"), r("1"));
+        blocking.block_owner_deletion = Some(true);
+        let d = references_diffs(&[RefView::of(&a), RefView::of(&blocking)], &[RefView::of(&a)]);
+        assert_eq!(d.changed, vec![(RefView::of(&blocking), RefView::of(&a))]);
+        assert!(d.removed.is_empty() && d.added.is_empty());
+        // Another reference to the owner still blocks: no unblocking to report.
+        let d = references_diffs(
+            &[RefView::of(&a), RefView::of(&blocking)],
+            &[RefView::of(&a), RefView::of(&blocking)],
+        );
+        assert!(!d.changed.iter().any(|(o, n)| o.blocks() && !n.blocks()), "{d:?}");
     }
 
     #[test]
