@@ -5,6 +5,9 @@
 //! (`processGraphChanges`, `addDependentToOwners`, `removeDependentFromOwners`,
 //! `processTransitions`, `insertNode`, `removeNode`); GC-SPEC.md §1.2-1.5 and §2.2-2.7.
 //!
+//! One file on purpose (over 600 lines): it is read side by side with upstream's `graph.go`
+//! and `graph_builder.go`, function for function, to check that the baseline is faithful.
+//!
 //! The point is to measure kube-gc against upstream's *design*, in the same language, in the
 //! same process, on the same input, so that the ratio says what the design is worth and not
 //! what Go versus Rust is worth. So the structure is upstream's, kept on purpose:

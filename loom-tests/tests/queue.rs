@@ -1,4 +1,4 @@
-//! Model 4: the work queue (`engine/src/queue.rs`), client-go's `workqueue`: one lock over
+//! Model 4: the work queue (`engine/src/queue/`), client-go's `workqueue`: one lock over
 //! the dirty and processing sets, the FIFO and the waiters; blocking getters on a condition
 //! variable, async getters as wakers. All with [`RateLimiterConfig::immediate`] (loom does not
 //! model time, so the delay thread is not built; see the README).
