@@ -21,6 +21,7 @@
 
 pub mod batcher;
 pub mod discovery;
+pub mod error;
 pub mod events;
 pub mod flags;
 pub mod http;
@@ -31,16 +32,17 @@ pub mod run;
 pub mod watchers;
 pub mod workers;
 
+pub use error::{Error, Result};
 pub use flags::Flags;
 pub use run::Controller;
 
 /// Builds a kube-rs client from `--kubeconfig`, `$KUBECONFIG`, `~/.kube/config` or the
 /// in-cluster service account.
-pub async fn client(flags: &Flags) -> anyhow::Result<kube::Client> {
+pub async fn client(flags: &Flags) -> Result<kube::Client> {
     let config = match &flags.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| anyhow::anyhow!("cannot read kubeconfig {}: {e}", path.display()))?;
+                .map_err(|source| Error::Kubeconfig { path: path.clone(), source })?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
         }
         None => kube::Config::infer().await?,

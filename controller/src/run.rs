@@ -110,7 +110,7 @@ impl std::fmt::Debug for Controller {
 
 impl Controller {
     /// Builds the controller and starts its ingest loop and debug server.
-    pub async fn start(flags: Flags, client: Client) -> anyhow::Result<Controller> {
+    pub async fn start(flags: Flags, client: Client) -> crate::Result<Controller> {
         kube_gc_engine::identity::set_max_interned_uids(flags.max_non_uuid_uids);
         let graph = Arc::new(Graph::new(flags.shards)?);
         let cluster = KubeCluster::new(client.clone(), flags.collector_qps(), flags.kube_api_burst);
@@ -160,7 +160,9 @@ impl Controller {
             ready: ready.clone(),
         };
         let addr = flags.debug_addr;
-        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| crate::Error::Bind { addr, source })?;
         tasks.push(tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, crate::http::router(debug)).await {
                 tracing::error!(error = %e, "debug server failed");

@@ -1,0 +1,60 @@
+//! What can keep kube-gc from starting. Once started, kube-gc does not stop on errors: API
+//! failures are retried by the work queues, the watchers and the resync loop.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// An error starting kube-gc, with what an operator needs to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `--kubeconfig` could not be read or parsed.
+    #[error("cannot read kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No usable configuration from `--kubeconfig`, `$KUBECONFIG`, `~/.kube/config` or the
+    /// in-cluster service account.
+    #[error("cannot configure the client: {0}")]
+    Config(#[from] kube::config::InferConfigError),
+    /// The kubeconfig names something the client cannot use (a context, a user, a TLS file).
+    #[error("cannot use the kubeconfig: {0}")]
+    KubeconfigUse(#[from] kube::config::KubeconfigError),
+    /// The client could not be built from the configuration.
+    #[error("cannot build the client: {0}")]
+    Client(#[from] kube::Error),
+    /// The graph could not be built (`--shards`).
+    #[error(transparent)]
+    Engine(#[from] kube_gc_engine::Error),
+    /// `--debug-addr` could not be bound.
+    #[error("cannot serve on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A result whose error is kube-gc's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::Flags;
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_names_the_file() {
+        let flags = Flags::parse_from(["kube-gc", "--kubeconfig", "/nonexistent/kubeconfig"]);
+        let Err(err) = crate::client(&flags).await else { panic!("a client from no file") };
+        assert!(matches!(err, Error::Kubeconfig { .. }), "{err:?}");
+        assert!(err.to_string().contains("/nonexistent/kubeconfig"), "{err}");
+    }
+}
