@@ -47,14 +47,13 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use hashbrown::DefaultHashBuilder;
 use kube_gc_engine::graph::{GraphSnapshot, NodeSnapshot};
+use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use kube_gc_engine::{
     Event, EventType, ObjectMeta, ObjectReference, ObjectType, OwnerRef, OwnerReference, Uid,
 };
 
 /// The capacity of upstream's absent-owner cache (`NewReferenceCache(500)`).
 const ABSENT_OWNER_CACHE_SIZE: usize = 500;
-const FINALIZER_ORPHAN: &str = "orphan";
-const FINALIZER_DELETE_DEPENDENTS: &str = "foregroundDeletion";
 
 type Map<K, V> = std::collections::HashMap<K, V, DefaultHashBuilder>;
 type Set<T> = HashSet<T, DefaultHashBuilder>;

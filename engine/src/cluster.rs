@@ -10,7 +10,7 @@ use std::fmt;
 use std::future::Future;
 
 use crate::identity::{ObjectReference, ObjectType};
-use crate::ingest::ObjectMeta;
+use crate::meta::ObjectMeta;
 
 /// A resource the API serves, as discovery / the restMapper describe it.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]

@@ -23,6 +23,8 @@
 //!   `attemptToDelete` and `attemptToOrphan` over two of them.
 //! - [`collector`] holds the decisions, which reach the cluster only through the [`Cluster`]
 //!   trait; `kube_gc_testkit::MemoryCluster` implements it in memory for tests.
+//! - [`meta`] defines what the collector reads of an object ([`ObjectMeta`],
+//!   [`OwnerReference`]) and the two garbage-collection finalizers.
 //! - [`dot`] exports the graph in upstream's DOT format.
 //!
 //! # Data path
@@ -51,6 +53,7 @@ pub mod error;
 pub mod graph;
 pub mod identity;
 pub mod ingest;
+pub mod meta;
 pub mod patch;
 pub mod queue;
 
@@ -60,5 +63,6 @@ pub use cluster::{Cluster, ClusterError};
 pub use error::{Error, IngestError, Result};
 pub use graph::Graph;
 pub use identity::{Coordinates, Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
-pub use ingest::{Event, EventType, Ingester, ObjectMeta, OwnerReference, SequentialGraph};
+pub use ingest::{Event, EventType, Ingester, SequentialGraph};
+pub use meta::{ObjectMeta, OwnerReference};
 pub use queue::{GetFuture, QueueStats, RateLimiter, RateLimiterConfig, WorkQueue};

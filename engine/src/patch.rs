@@ -50,7 +50,7 @@ use serde_json::{Map, Value, json};
 
 use crate::cluster::{ClusterError, Patch, PatchType};
 use crate::identity::{ObjectType, OwnerRef, Uid};
-use crate::ingest::OwnerReference;
+use crate::meta::OwnerReference;
 
 // ---------------------------------------------------------------------------------------------
 // Conversions

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use kube_gc_engine::collector::CollectorOptions;
-use kube_gc_engine::ingest::ObjectMeta;
+use kube_gc_engine::meta::ObjectMeta;
 use kube_gc_engine::{
     Event, Graph, GraphBuilder, Ingester, Notification, ObjectReference, ObjectType,
     OwnerReference, Uid, WatchBatch, WatchSource,

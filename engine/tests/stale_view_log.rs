@@ -22,7 +22,7 @@ use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
 use kube_gc_engine::collector::{Collector, CollectorOptions};
-use kube_gc_engine::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
+use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use kube_gc_engine::{Event, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference};
 use kube_gc_testkit::MemoryCluster;
 use kube_gc_testkit::memory_cluster::{Call, Request, resource};

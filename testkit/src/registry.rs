@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use kube_gc_engine::cluster::PropagationPolicy;
-use kube_gc_engine::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
+use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 
 /// `deletionFinalizersForGarbageCollection` of the generic registry store: the finalizers an
 /// object should have after a delete with `policy`, or `None` if their *set* is unchanged.

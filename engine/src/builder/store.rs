@@ -22,8 +22,9 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::identity::{ObjectType, Uid};
-use crate::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
-use crate::ingest::{Event, EventType, ObjectMeta};
+use crate::ingest::{Event, EventType};
+use crate::meta::ObjectMeta;
+use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 
 /// What a resource's watcher saw: kube-rs's `watcher::Event`, client-go's reflector calls.
 #[derive(Clone, PartialEq, Debug)]

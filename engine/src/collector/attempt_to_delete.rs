@@ -6,8 +6,8 @@
 use super::{Collector, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::graph::{NodeKey, NodeView};
-use crate::ingest::ObjectMeta;
-use crate::ingest::rules::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
+use crate::meta::ObjectMeta;
+use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use crate::patch;
 
 /// What `attempt_to_delete_item` did, when it did not fail.

@@ -10,7 +10,7 @@ use super::{Collector, ItemError, Outcome};
 use crate::cluster::{Cluster, ClusterError};
 use crate::graph::NodeKey;
 use crate::identity::ObjectReference;
-use crate::ingest::rules::FINALIZER_ORPHAN;
+use crate::meta::FINALIZER_ORPHAN;
 
 impl<C: Cluster> Collector<C> {
     /// The body of an attemptToOrphan worker for one item.

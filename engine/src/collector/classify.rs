@@ -6,8 +6,8 @@
 use super::{Collector, ItemError};
 use crate::cluster::{Cluster, ClusterError};
 use crate::identity::{Namespace, ObjectReference, OwnerRef};
-use crate::ingest::ObjectMeta;
-use crate::ingest::rules::FINALIZER_DELETE_DEPENDENTS;
+use crate::meta::FINALIZER_DELETE_DEPENDENTS;
+use crate::meta::ObjectMeta;
 
 /// The three kinds of owner reference.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

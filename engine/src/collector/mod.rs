@@ -183,7 +183,7 @@ impl CollectorStats {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct View<'a> {
     /// The object as the decision read it.
-    pub(crate) meta: &'a crate::ingest::ObjectMeta,
+    pub(crate) meta: &'a crate::meta::ObjectMeta,
     /// Whether `meta` is the graph's copy of the object ([`CollectorOptions::read_items_from_graph`]),
     /// which may lag the API server, rather than a live GET.
     pub(crate) from_graph: bool,
@@ -194,7 +194,7 @@ const REASON_VERIFY: u8 = 1;
 const REASON_OTHER: u8 = 2;
 
 type SharedLookup = futures_util::future::Shared<
-    futures_util::future::BoxFuture<'static, Result<crate::ingest::ObjectMeta, ClusterError>>,
+    futures_util::future::BoxFuture<'static, Result<crate::meta::ObjectMeta, ClusterError>>,
 >;
 
 /// The garbage collector's workers' side (see the module docs).

@@ -7,7 +7,7 @@
 use super::{Collector, ItemError, View};
 use crate::cluster::{Cluster, ClusterError, DeleteOptions, Patch, PropagationPolicy, Resource};
 use crate::identity::ObjectReference;
-use crate::ingest::ObjectMeta;
+use crate::meta::ObjectMeta;
 use crate::patch;
 
 /// How many times `remove_finalizer` tries on conflicts (client-go's `retry.DefaultBackoff`).

@@ -46,7 +46,7 @@ pub mod sequential;
 
 use std::collections::HashSet;
 
-pub use event::{Event, EventType, ObjectMeta, OwnerReference};
+pub use event::{Event, EventType};
 pub use output::{Enqueue, IngestOutput, REASON_OWNER_REF_INVALID_NAMESPACE};
 pub use sequential::SequentialGraph;
 

@@ -7,11 +7,7 @@
 use std::cmp::Ordering;
 
 use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
-
-/// The finalizer that makes the API server keep an object until its dependents are orphaned.
-pub const FINALIZER_ORPHAN: &str = "orphan";
-/// The finalizer that makes the API server keep an object until its blocking dependents are gone.
-pub const FINALIZER_DELETE_DEPENDENTS: &str = "foregroundDeletion";
+use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 
 /// A borrowed owner reference, so that diffs compare graph and event references alike.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -230,7 +226,7 @@ pub(crate) struct DeletionState {
 }
 
 impl DeletionState {
-    pub(crate) fn of(meta: &crate::ingest::ObjectMeta) -> DeletionState {
+    pub(crate) fn of(meta: &crate::meta::ObjectMeta) -> DeletionState {
         DeletionState {
             deletion_timestamp: meta.deletion_timestamp,
             orphan: meta.has_finalizer(FINALIZER_ORPHAN),

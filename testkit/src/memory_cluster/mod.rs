@@ -98,7 +98,8 @@ use kube_gc_engine::cluster::{
     Cluster, ClusterError, DeleteOptions, Patch, PatchType, Resource, WarningEvent,
 };
 use kube_gc_engine::identity::ObjectType;
-use kube_gc_engine::ingest::{Event, ObjectMeta};
+use kube_gc_engine::ingest::Event;
+use kube_gc_engine::meta::ObjectMeta;
 use parking_lot::Mutex;
 
 pub use crate::calls::{Call, Request, Verb, fake_recorder_string};

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use kube_gc_engine::cluster::{ClusterError, Resource, WarningEvent};
 use kube_gc_engine::identity::ObjectType;
-use kube_gc_engine::ingest::{Event, EventType, ObjectMeta};
+use kube_gc_engine::ingest::{Event, EventType};
+use kube_gc_engine::meta::ObjectMeta;
 
 use super::ResourceOptions;
 use crate::calls::{Call, Verb};

@@ -4,7 +4,7 @@ use serde_json::json;
 use super::*;
 use kube_gc_engine::cluster::PropagationPolicy;
 use kube_gc_engine::identity::ObjectReference;
-use kube_gc_engine::ingest::OwnerReference;
+use kube_gc_engine::meta::OwnerReference;
 use kube_gc_engine::patch::{
     delete_owner_refs_json_merge, delete_owner_refs_strategic, remove_finalizer_json_merge,
 };

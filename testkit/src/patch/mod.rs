@@ -25,7 +25,7 @@
 use std::collections::HashSet;
 
 use kube_gc_engine::cluster::{ClusterError, Patch, PatchType};
-use kube_gc_engine::ingest::{ObjectMeta, OwnerReference};
+use kube_gc_engine::meta::{ObjectMeta, OwnerReference};
 use kube_gc_engine::patch::{owner_reference_from_json, owner_reference_to_json};
 use serde_json::{Map, Value};
 
