@@ -24,7 +24,7 @@ pub struct DebugState {
     pub collector: Arc<kube_gc_engine::collector::Collector<crate::kube_cluster::KubeCluster>>,
     /// When the controller started (for time-to-garbage metrics).
     pub started: std::time::Instant,
-    /// The graph.
+    /// The dependency graph (the DOT endpoint, graph-size metrics).
     pub graph: Arc<Graph>,
     /// attemptToDelete and attemptToOrphan.
     pub queues: [Arc<WorkQueue<NodeKey>>; 2],

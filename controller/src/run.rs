@@ -81,13 +81,13 @@ impl SyncState {
 pub struct Controller {
     flags: Flags,
     client: Client,
-    /// The cluster the workers act on.
+    /// The kube-rs `Cluster` the workers act on (its call counters, its REST mapper).
     pub cluster: KubeCluster,
-    /// The graph.
+    /// The dependency graph: read it freely, the graph builder is its only writer.
     pub graph: Arc<Graph>,
-    /// The workers' side.
+    /// The decisions, their queues and their statistics.
     pub collector: Arc<Collector<KubeCluster>>,
-    /// Counters.
+    /// What `/metrics` exports of the controller itself (ingestion, watches, sync).
     pub metrics: Arc<Metrics>,
     /// Set once synced (or after the initial sync timeout).
     pub ready: Arc<AtomicBool>,

@@ -367,17 +367,17 @@ impl<C: Cluster> Collector<C> {
         }
     }
 
-    /// The graph.
+    /// The graph the decisions read (the graph builder is its only writer).
     pub fn graph(&self) -> &Arc<Graph> {
         &self.graph
     }
 
-    /// The cluster.
+    /// The API the decisions' reads and writes go to.
     pub fn cluster(&self) -> &Arc<C> {
         &self.cluster
     }
 
-    /// The absent-owner cache.
+    /// Owners a live read found absent (upstream's `absentOwnerCache`).
     pub fn absent_owners(&self) -> &Arc<AbsentOwnerCache> {
         &self.absent_owners
     }
