@@ -86,7 +86,9 @@ impl ResourceStore {
         let ty = self.object_type;
         match notification {
             Notification::ListStarted => {
-                self.relist_seen = Some(HashSet::new());
+                // A first list (nothing emitted yet) can find nothing vanished: no need to
+                // track what it returns apart from `emitted` (a million objects' worth).
+                self.relist_seen = (!self.emitted.is_empty()).then(HashSet::new);
                 false
             }
             Notification::Listed(meta) => {
@@ -95,14 +97,16 @@ impl ResourceStore {
                     seen.insert(uid);
                 }
                 self.emitted.insert(uid);
-                out.push(match self.remember(&meta) {
+                out.push(match self.remember(uid, &meta) {
                     Some(old) => Event::update(ty, old, meta),
                     None => Event::new(EventType::Add, ty, meta),
                 });
                 false
             }
             Notification::ListDone => {
-                let seen = self.relist_seen.take().unwrap_or_default();
+                let Some(seen) = self.relist_seen.take() else {
+                    return true; // a first list: everything it returned is in `emitted`
+                };
                 // Deleted while the watch was down: the watcher emits no event for them. The
                 // graph needs only the UID of a deleted object (it knows the rest).
                 for uid in self.emitted.difference(&seen) {
@@ -114,9 +118,10 @@ impl ResourceStore {
                 true
             }
             Notification::Applied(meta) => {
-                self.emitted.insert(Uid::parse(&meta.uid));
+                let uid = Uid::parse(&meta.uid);
+                self.emitted.insert(uid);
                 let old = self
-                    .remember(&meta)
+                    .remember(uid, &meta)
                     .unwrap_or_else(|| ObjectMeta { uid: meta.uid.clone(), ..Default::default() });
                 out.push(Event::update(ty, old, meta));
                 false
@@ -133,8 +138,7 @@ impl ResourceStore {
 
     /// The old state of `meta`'s object as far as transitions need it (if it was being
     /// deleted), and remembers `meta`'s.
-    fn remember(&mut self, meta: &ObjectMeta) -> Option<ObjectMeta> {
-        let uid = Uid::parse(&meta.uid);
+    fn remember(&mut self, uid: Uid, meta: &ObjectMeta) -> Option<ObjectMeta> {
         let old = self.deleting.get(&uid).map(|d| {
             let mut finalizers = Vec::new();
             if d.orphan {
