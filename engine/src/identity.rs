@@ -274,14 +274,13 @@ impl Interner {
         id
     }
 
-    /// `intern`, unless `text` is new and `max` strings are interned already.
+    /// `intern`, unless `text` is new and `max` strings are interned already. The cap is
+    /// checked under the write lock, so concurrent callers never overshoot it.
     fn intern_bounded(&self, text: &str, max: usize) -> Option<u32> {
         if let Some(id) = self.find(text) {
             return Some(id);
         }
-        // Checked again under the write lock by `intern`'s own re-check: a race past the cap
-        // by concurrent callers overshoots by at most the number of ingest threads.
-        (self.len() < max).then(|| self.intern(text))
+        self.insert(text, max)
     }
 
     fn len(&self) -> usize {
@@ -296,9 +295,18 @@ impl Interner {
         if let Some(&id) = self.inner.read().ids.get(text) {
             return id;
         }
+        self.insert(text, usize::MAX).expect("no cap")
+    }
+
+    /// Interns `text` under the write lock (re-checking whether another thread did), unless
+    /// it is new and `max` strings are interned already.
+    fn insert(&self, text: &str, max: usize) -> Option<u32> {
         let mut inner = self.inner.write();
         if let Some(&id) = inner.ids.get(text) {
-            return id;
+            return Some(id);
+        }
+        if inner.strings.len() >= max {
+            return None;
         }
         // Interned strings live for the process (see the module docs): leaking them is what
         // lets `resolve` hand out `&'static str` without holding the lock.
@@ -306,7 +314,7 @@ impl Interner {
         let id = u32::try_from(inner.strings.len()).expect("more than 2^32 interned strings");
         inner.strings.push(leaked);
         inner.ids.insert(leaked, id);
-        id
+        Some(id)
     }
 
     fn resolve(&self, id: u32) -> &'static str {
