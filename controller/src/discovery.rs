@@ -38,10 +38,6 @@ impl Discovered {
     }
 }
 
-fn api_version(group: &str, version: &str) -> String {
-    if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") }
-}
-
 /// Adds one group-version's resource list to `out`.
 pub fn add_resource_list(
     out: &mut Discovered,
@@ -63,7 +59,7 @@ pub fn add_resource_list(
             namespaced: r.namespaced,
         };
         out.mapper
-            .entry((api_version(&resource.group, &resource.version), resource.kind.clone()))
+            .entry((resource.api_version(), resource.kind.clone()))
             .or_insert_with(|| resource.clone());
         let verbs = &r.verbs;
         let deletable = ["delete", "list", "watch"].iter().all(|v| verbs.iter().any(|x| x == v));

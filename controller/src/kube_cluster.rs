@@ -116,11 +116,7 @@ pub fn api_resource(resource: &Resource) -> ApiResource {
     ApiResource {
         group: resource.group.clone(),
         version: resource.version.clone(),
-        api_version: if resource.group.is_empty() {
-            resource.version.clone()
-        } else {
-            format!("{}/{}", resource.group, resource.version)
-        },
+        api_version: resource.api_version(),
         kind: resource.kind.clone(),
         plural: resource.resource.clone(),
     }

@@ -32,6 +32,28 @@ impl InProcess {
         Ok(InProcess { stop: Some(tx), task })
     }
 
+    /// The command line the chaos suite and the tests start kube-gc with against a
+    /// simcluster at `kubeconfig`: any free debug port, no rate limit to speak of (1000 qps),
+    /// 4 workers per queue; append what differs.
+    pub fn simcluster_args(kubeconfig: &std::path::Path) -> Vec<String> {
+        let kubeconfig = kubeconfig.display().to_string();
+        [
+            "kube-gc",
+            "--kubeconfig",
+            &kubeconfig,
+            "--debug-addr",
+            "127.0.0.1:0",
+            "--kube-api-qps",
+            "1000",
+            "--kube-api-burst",
+            "1000",
+            "--concurrent-gc-syncs",
+            "4",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
     /// Asks kube-gc to shut down and waits for it, at most 10 s (then aborts it).
     pub async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {

@@ -31,23 +31,9 @@ impl Gc {
             sim.addr().port()
         ));
         let kubeconfig = TempFile::write(path, &sim.kubeconfig()).expect("write kubeconfig");
-        let gc = InProcess::start([
-            "kube-gc",
-            "--kubeconfig",
-            kubeconfig.0.to_str().unwrap(),
-            "--debug-addr",
-            "127.0.0.1:0",
-            "--kube-api-qps",
-            "1000",
-            "--kube-api-burst",
-            "1000",
-            "--concurrent-gc-syncs",
-            "4",
-            "--initial-sync-timeout",
-            "20s",
-        ])
-        .await
-        .expect("kube-gc starts");
+        let mut args = InProcess::simcluster_args(&kubeconfig.0);
+        args.extend(["--initial-sync-timeout", "20s"].map(str::to_owned));
+        let gc = InProcess::start(args).await.expect("kube-gc starts");
         Gc { gc, _kubeconfig: kubeconfig }
     }
 

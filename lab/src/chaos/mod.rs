@@ -295,26 +295,9 @@ async fn start_collector(
     kubeconfig: &std::path::Path,
     extra: &[String],
 ) -> anyhow::Result<InProcess> {
-    let mut args: Vec<String> = [
-        "kube-gc",
-        "--kubeconfig",
-        &kubeconfig.display().to_string(),
-        "--debug-addr",
-        "127.0.0.1:0",
-        "--kube-api-qps",
-        "1000",
-        "--kube-api-burst",
-        "1000",
-        "--concurrent-gc-syncs",
-        "4",
-        "--initial-sync-timeout",
-        "10s",
-        // Discovers the CRD created at run time within a second.
-        "--resync-period",
-        "1s",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let mut args = InProcess::simcluster_args(kubeconfig);
+    // A resync period of 1 s discovers the CRD created at run time within a second.
+    args.extend(["--initial-sync-timeout", "10s", "--resync-period", "1s"].map(str::to_owned));
     args.extend(extra.iter().cloned());
     InProcess::start(args).await
 }
