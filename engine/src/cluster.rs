@@ -163,6 +163,29 @@ pub struct WarningEvent {
     pub message: String,
 }
 
+/// One object of a list page: where it is and which UID it has.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ListedObject {
+    /// Its namespace (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: String,
+}
+
+/// One page of a paged LIST.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct ListPage {
+    /// The page's objects.
+    pub items: Vec<ListedObject>,
+    /// The token of the next page (`metadata.continue`), `None` on the last page.
+    pub continue_token: Option<String>,
+    /// How many objects the later pages hold (`metadata.remainingItemCount`), when the server
+    /// says.
+    pub remaining: Option<u64>,
+}
+
 /// Reads and writes the cluster on the collector's behalf.
 ///
 /// Every call is a live request (never a cache). Implementations must be cheap to call from many
@@ -179,6 +202,21 @@ pub trait Cluster: Send + Sync + 'static {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<ObjectMeta, ClusterError>> + Send;
+
+    /// One page of a consistent LIST of `resource` in every namespace: at most `limit` objects'
+    /// metadata, after the page `continue_token` names (`None`: the first page).
+    ///
+    /// Consistent means read from the store of record, never from a cache that may lag
+    /// (kube-apiserver: no `resourceVersion`, so a quorum read from etcd; never
+    /// `resourceVersion=0`): an object created before the first page was requested and not
+    /// deleted is on one of the pages. The collector proves owners absent with it (see
+    /// `collector::absence_proofs`).
+    fn list_page(
+        &self,
+        resource: &Resource,
+        continue_token: Option<&str>,
+        limit: u32,
+    ) -> impl Future<Output = Result<ListPage, ClusterError>> + Send;
 
     /// PATCHes an object, returning its metadata after the patch.
     fn patch(

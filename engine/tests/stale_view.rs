@@ -85,6 +85,8 @@ enum Op {
     Deliver { n: u8 },
     /// Runs `n` worker iterations.
     Work { n: u8 },
+    /// A round of absence proofs: consistent lists of the resources of waiting virtual owners.
+    Prove,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -101,6 +103,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(slot, which, add)| Op::Finalizer { slot, which, add }),
         3 => (0..6u8).prop_map(|n| Op::Deliver { n }),
         4 => (1..6u8).prop_map(|n| Op::Work { n }),
+        1 => Just(Op::Prove),
     ]
 }
 
@@ -159,6 +162,7 @@ impl World {
                 early_collection: false,
                 garbage_first: true,
                 read_items_from_graph: true,
+                bulk_absence_proof: true,
             },
         );
         let verdicts = Arc::new(Verdicts::default());
@@ -293,6 +297,9 @@ impl World {
                     self.work_one();
                 }
             }
+            Op::Prove => {
+                self.prove();
+            }
         }
         self.observe_changes();
     }
@@ -353,11 +360,22 @@ impl World {
         worked
     }
 
+    /// One round of absence proofs (settling at once); their virtual deletes join the
+    /// pending events. Returns whether it did anything.
+    fn prove(&mut self) -> bool {
+        self.verdicts.lagging.store(!self.pending.is_empty(), Ordering::SeqCst);
+        let round = block_on(self.collector.prove_absences(std::time::Duration::ZERO));
+        self.pending.extend(self.changes.drain(usize::MAX));
+        self.observe_changes();
+        round.lists + round.handed_back != 0
+    }
+
     /// Delivers everything and runs the workers until nothing is left to do.
     fn quiesce(&mut self) -> Result<(), String> {
         for _ in 0..2000 {
             self.deliver(usize::MAX);
-            if !self.work_one() && self.pending.is_empty() {
+            let worked = self.work_one();
+            if !worked && !self.prove() && self.pending.is_empty() {
                 return Ok(());
             }
         }
@@ -406,7 +424,7 @@ fn judge(cluster: &MemoryCluster, graph: &Graph, verdicts: &Verdicts, call: &Cal
     };
     let what = format!("{} {}", call.action(), live.name);
     let verdict = match &call.request {
-        Request::Get => return,
+        Request::Get | Request::List { .. } => return,
         Request::Delete(options) => {
             let uid_ok = options.precondition_uid.as_ref().is_none_or(|u| *u == live.uid);
             let rv_ok = options
@@ -693,17 +711,28 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     let mut runner = TestRunner::deterministic();
     let strategy = prop::collection::vec(op(), 1..40);
     let mut totals: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+    // Owners proven absent by a list, and deletions in histories where a list proved one.
+    let (mut proven, mut deletes_after_proofs) = (0, 0);
     for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
         let mut world = World::new();
         run_in(&mut world, &history).unwrap();
+        let by_list = world.collector.stats().proven_absent.load(Ordering::Relaxed);
+        proven += by_list;
         for (kind, (n, lagging)) in world.verdicts.judged.lock().unwrap().iter() {
             let t = totals.entry(kind).or_default();
             t.0 += n;
             t.1 += lagging;
+            if by_list > 0 && kind.starts_with("delete") {
+                deletes_after_proofs += n;
+            }
         }
     }
     eprintln!("writes judged (total, while lagging): {totals:?}");
+    eprintln!(
+        "owners proven absent by lists: {proven}; deletions after them: {deletes_after_proofs}"
+    );
+    assert!(proven > 0 && deletes_after_proofs > 0, "no history proved an owner absent by a list");
     for kind in [
         "delete background",
         "delete foreground",

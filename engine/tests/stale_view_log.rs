@@ -17,13 +17,14 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
 use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
-use kube_gc_engine::{Event, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference};
+use kube_gc_engine::{Event, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid};
 use kube_gc_testkit::MemoryCluster;
 use kube_gc_testkit::memory_cluster::{Call, Request, resource};
 use kube_gc_testkit::patch::apply_patch;
@@ -78,10 +79,18 @@ enum Op {
     Finalizer { slot: usize, add: bool },
     /// The informers deliver a prefix (`per_256` of 256) of the undelivered events.
     Deliver { per_256: u8 },
+    /// One resource's informer (the `slot`'s resource) delivers a prefix of its undelivered
+    /// events, ahead of the others': watches of different resources are not ordered with each
+    /// other, so a dependent may be observed before an owner created earlier.
+    DeliverResource { slot: usize, per_256: u8 },
     /// The workers process up to `n` items of the attemptToDelete (or attemptToOrphan) queue.
     Work { n: u8, orphan: bool },
     /// Every watcher has synced (only with early collection).
     FinishWarmUp,
+    /// A round of absence proofs (consistent lists of the resources of waiting virtual
+    /// owners); with `listed`, every resource is first reported listed, whatever the graph
+    /// holds, so that lists run during warm-up too.
+    Prove { listed: bool },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -101,8 +110,10 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..n, policy).prop_map(|(slot, policy)| Op::Delete { slot, policy }),
         1 => (0..n, any::<bool>()).prop_map(|(slot, add)| Op::Finalizer { slot, add }),
         2 => any::<u8>().prop_map(|per_256| Op::Deliver { per_256 }),
+        2 => (0..n, any::<u8>()).prop_map(|(slot, per_256)| Op::DeliverResource { slot, per_256 }),
         3 => (1..6u8, prop::bool::weighted(0.3)).prop_map(|(n, orphan)| Op::Work { n, orphan }),
         1 => Just(Op::FinishWarmUp),
+        2 => any::<bool>().prop_map(|listed| Op::Prove { listed }),
     ]
 }
 
@@ -163,6 +174,29 @@ fn live_dependents(cluster: &MemoryCluster, uid: &str, blocking: bool) -> Vec<St
         .collect()
 }
 
+/// Of [`live_dependents`], those the graph holds as dependents of `uid`.
+fn observed_dependents(
+    cluster: &MemoryCluster,
+    graph: &Graph,
+    uid: &str,
+    blocking: bool,
+) -> Vec<String> {
+    let in_graph: HashSet<String> = Uid::lookup(uid)
+        .map(|u| graph.dependents(u).iter().map(|d| d.uid.to_string()).collect())
+        .unwrap_or_default();
+    cluster
+        .objects()
+        .into_iter()
+        .filter(|(_, m)| {
+            in_graph.contains(&m.uid)
+                && m.owner_references
+                    .iter()
+                    .any(|r| r.uid == uid && (!blocking || r.block_owner_deletion == Some(true)))
+        })
+        .map(|(res, m)| format!("{}/{}", res.resource, m.name))
+        .collect()
+}
+
 /// The live object and the classification of its references, for messages.
 fn describe(cluster: &MemoryCluster, live: &ObjectMeta) -> String {
     let classes: Vec<String> = live
@@ -183,11 +217,16 @@ fn describe(cluster: &MemoryCluster, live: &ObjectMeta) -> String {
 /// THE ORACLE: judges `call` on the live state, before it is served. `None` if upstream would
 /// make this write (or it is not a write: a GET, or a request the server will reject), else
 /// why not.
-fn judge(cluster: &MemoryCluster, call: &Call, orphaned: &mut HashSet<String>) -> Option<String> {
+fn judge(
+    cluster: &MemoryCluster,
+    graph: &Graph,
+    call: &Call,
+    orphaned: &mut HashSet<String>,
+) -> Option<String> {
     let live = cluster.object(&call.resource, &call.namespace, &call.name)?; // 404: no write
     let what = format!("{} {}", call.action(), describe(cluster, &live));
     match &call.request {
-        Request::Get => None,
+        Request::Get | Request::List { .. } => None,
         Request::Delete(options) => {
             judge_delete(cluster, &live, options).map(|e| format!("{e}: {what}"))
         }
@@ -199,7 +238,7 @@ fn judge(cluster: &MemoryCluster, call: &Call, orphaned: &mut HashSet<String>) -
             if apply_patch(&mut next, patch).is_err() {
                 return None; // precondition failed (409 / 422): no write
             }
-            judge_patch(cluster, &live, &next, orphaned)
+            judge_patch(cluster, graph, &live, &next, orphaned)
                 .map(|e| format!("{e}: {what} patch={}", patch.body))
         }
     }
@@ -250,6 +289,7 @@ fn judge_delete(
 
 fn judge_patch(
     cluster: &MemoryCluster,
+    graph: &Graph,
     live: &ObjectMeta,
     next: &ObjectMeta,
     orphaned: &mut HashSet<String>,
@@ -319,8 +359,11 @@ fn judge_patch(
         if !live.deletion_timestamp {
             return Some(format!("patch removes {f} from an object not being deleted"));
         }
+        // Upstream decides on the dependents its graph holds: one whose reference no watch
+        // has delivered yet (its resource's watcher lags the owner's) is upstream's own race,
+        // not a departure.
         if f == FINALIZER_ORPHAN {
-            let left = live_dependents(cluster, &live.uid, false);
+            let left = observed_dependents(cluster, graph, &live.uid, false);
             if !left.is_empty() {
                 return Some(format!(
                     "patch removes orphan while dependents {left:?} still reference it"
@@ -328,7 +371,7 @@ fn judge_patch(
             }
             orphaned.insert(live.uid.clone());
         } else if f == FINALIZER_DELETE_DEPENDENTS {
-            let left = live_dependents(cluster, &live.uid, true);
+            let left = observed_dependents(cluster, graph, &live.uid, true);
             if !left.is_empty() {
                 return Some(format!("patch removes foregroundDeletion while {left:?} block it"));
             }
@@ -378,18 +421,19 @@ impl World {
         }
         let user = Arc::new(AtomicBool::new(false));
         let oracle = Arc::new(Mutex::new(OracleState::default()));
+        let graph = Arc::new(Graph::new(2).unwrap());
         {
-            let (user, oracle) = (user.clone(), oracle.clone());
+            let (user, oracle, graph) = (user.clone(), oracle.clone(), graph.clone());
             cluster.on_call(move |cluster, call| {
                 if !user.load(Ordering::SeqCst) {
                     let mut state = oracle.lock();
-                    if let Some(v) = judge(cluster, call, &mut state.orphaned) {
+                    if let Some(v) = judge(cluster, &graph, call, &mut state.orphaned) {
                         let calls = cluster.calls();
                         let recent: Vec<String> = calls
                             .iter()
                             .skip(calls.len().saturating_sub(6))
                             .map(|c| match &c.request {
-                                Request::Get => c.action(),
+                                Request::Get | Request::List { .. } => c.action(),
                                 Request::Patch(p) => format!("{} {}", c.action(), p.body),
                                 Request::Delete(o) => format!("{} {o:?}", c.action()),
                             })
@@ -400,7 +444,6 @@ impl World {
                 None
             });
         }
-        let graph = Arc::new(Graph::new(2).unwrap());
         let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
         if options.early_collection {
             collector.begin_warm_up();
@@ -580,6 +623,23 @@ impl World {
                 let count = self.undelivered.len() * usize::from(*per_256) / 256;
                 self.deliver(count);
             }
+            Op::DeliverResource { slot, per_256 } => {
+                self.undelivered.extend(self.cluster.take_watch_events());
+                let ty = self.slots[*slot].0.object_type();
+                let (mine, others): (Vec<Event>, Vec<Event>) =
+                    std::mem::take(&mut self.undelivered)
+                        .into_iter()
+                        .partition(|e| e.object_type == ty);
+                let count = mine.len() * usize::from(*per_256) / 256;
+                let mut mine = mine.into_iter();
+                let batch: Vec<Event> = mine.by_ref().take(count).collect();
+                // The rest keeps its order within each resource.
+                self.undelivered = others;
+                self.undelivered.extend(mine);
+                if !batch.is_empty() {
+                    self.ingest(&batch);
+                }
+            }
             Op::Work { n, orphan } => {
                 self.work(usize::from(*n), *orphan);
             }
@@ -589,8 +649,22 @@ impl World {
                     self.collector.finish_warm_up();
                 }
             }
+            Op::Prove { listed } => {
+                if *listed {
+                    for (res, _) in &self.slots {
+                        self.collector.note_listed(res.object_type(), self.slots.len());
+                    }
+                }
+                self.prove();
+            }
             _ => self.user_action(op),
         }
+    }
+
+    /// One round of absence proofs, settling at once.
+    fn prove(&mut self) -> usize {
+        let round = block_on(self.collector.prove_absences(Duration::ZERO));
+        round.lists + round.handed_back
     }
 
     /// Other controllers finish (their finalizers go), everything is delivered and the workers
@@ -605,10 +679,11 @@ impl World {
         }
         for _ in 0..200 {
             self.deliver(usize::MAX);
-            let ran = self.work(50, false) + self.work(50, true);
+            let ran = self.work(50, false) + self.work(50, true) + self.prove();
             self.deliver(usize::MAX);
             self.apply_graph_changes();
             if ran == 0
+                && self.collector.pending_proofs() == 0
                 && self.undelivered.is_empty()
                 && self.changes.is_empty()
                 && self.collector.attempt_to_delete_queue().is_empty()
@@ -667,6 +742,7 @@ fn run(ops: &[Op], early: bool) -> Result<(), TestCaseError> {
         skip_observed_verification: true,
         garbage_first: true,
         early_collection: early,
+        bulk_absence_proof: true,
     };
     let mut world = World::new(options);
     for op in ops {

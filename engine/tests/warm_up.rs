@@ -5,22 +5,21 @@
 //! Each test drives the real collector over a `MemoryCluster`, with the graph fed from the same
 //! objects by the `Ingester`, as informers would.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use futures::executor::block_on;
-use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{
     Cluster, ClusterError, DeleteOptions, Patch, Resource, WarningEvent,
 };
-use kube_gc_engine::collector::{Collector, CollectorOptions, Outcome};
+use kube_gc_engine::collector::{CollectorOptions, Outcome};
 use kube_gc_engine::graph::NodeKey;
-use kube_gc_engine::{Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference};
+use kube_gc_engine::{EventType, ObjectMeta, ObjectType, OwnerReference};
 use kube_gc_testkit::MemoryCluster;
 use kube_gc_testkit::memory_cluster::resource;
 
 mod support;
+use support::Env;
 
 const RS_UID: &str = "00000000-0000-4000-8000-0000000000aa";
 
@@ -58,75 +57,6 @@ fn pod(i: u32) -> ObjectMeta {
 
 fn rs() -> ObjectMeta {
     meta("web", RS_UID, vec![])
-}
-
-struct Env<C: Cluster> {
-    cluster: Arc<C>,
-    graph: Arc<Graph>,
-    ingester: Ingester,
-    collector: Collector<C>,
-    changes: Arc<GraphChanges>,
-}
-
-impl<C: Cluster> Env<C> {
-    fn new(cluster: C, options: CollectorOptions) -> Env<C> {
-        Env::configured(cluster, options, |c| c)
-    }
-
-    /// As [`Env::new`], with `configure` applied to the collector.
-    fn configured(
-        cluster: C,
-        options: CollectorOptions,
-        configure: impl FnOnce(Collector<C>) -> Collector<C>,
-    ) -> Env<C> {
-        let cluster = Arc::new(cluster);
-        let graph = Arc::new(Graph::new(4).unwrap());
-        let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
-        let collector = configure(collector);
-        Env { ingester: Ingester::new(graph.clone(), 2), cluster, graph, collector, changes }
-    }
-
-    fn observe(&mut self, event_type: EventType, ty: ObjectType, m: ObjectMeta) {
-        let out = self.ingester.ingest(&[Event::new(event_type, ty, m)]);
-        self.collector.apply_ingest_output(out);
-    }
-
-    /// Feeds pending virtual delete events back into the graph.
-    fn apply_graph_changes(&mut self) {
-        let events = self.changes.drain(usize::MAX);
-        let out = self.ingester.ingest(&events);
-        self.collector.apply_ingest_output(out);
-    }
-
-    /// Runs the attemptToDelete worker until its queue is empty (at most `max` items; a
-    /// virtual node whose object exists but is not observed is requeued for ever, #56121).
-    fn run_attempt_to_delete(&mut self, max: usize) {
-        for _ in 0..max {
-            // The graph builder runs beside the workers: apply what they found first.
-            if !self.changes.is_empty() {
-                self.apply_graph_changes();
-            }
-            if self.collector.attempt_to_delete_queue().is_empty() {
-                return;
-            }
-            block_on(self.collector.process_attempt_to_delete_worker());
-        }
-    }
-
-    /// Runs the attemptToDelete worker until its queue is empty (at most `max` items).
-    fn drain_attempt_to_delete(&mut self, max: usize) {
-        for _ in 0..max {
-            if self.collector.attempt_to_delete_queue().is_empty() {
-                if self.changes.is_empty() {
-                    return;
-                }
-                self.apply_graph_changes();
-                continue;
-            }
-            block_on(self.collector.process_attempt_to_delete_worker());
-        }
-        panic!("attemptToDelete did not drain in {max} iterations");
-    }
 }
 
 fn pod_type() -> ObjectType {
@@ -324,6 +254,14 @@ impl Cluster for YieldingCluster {
     async fn get(&self, r: &Resource, ns: &str, name: &str) -> Result<ObjectMeta, ClusterError> {
         yield_once().await;
         self.0.get(r, ns, name).await
+    }
+    async fn list_page(
+        &self,
+        r: &Resource,
+        token: Option<&str>,
+        limit: u32,
+    ) -> Result<kube_gc_engine::cluster::ListPage, ClusterError> {
+        self.0.list_page(r, token, limit).await
     }
     async fn patch(
         &self,

@@ -13,6 +13,8 @@ pub enum Verb {
     Patch,
     /// DELETE.
     Delete,
+    /// LIST (one page).
+    List,
 }
 
 impl Verb {
@@ -22,6 +24,7 @@ impl Verb {
             Verb::Get => "get",
             Verb::Patch => "patch",
             Verb::Delete => "delete",
+            Verb::List => "list",
         }
     }
 }
@@ -35,6 +38,13 @@ pub enum Request {
     Patch(Patch),
     /// A DELETE, with its options.
     Delete(DeleteOptions),
+    /// One page of a LIST: the continue token it was given and its limit.
+    List {
+        /// The continue token (`None` for the first page).
+        continue_token: Option<String>,
+        /// The most objects asked for.
+        limit: u32,
+    },
 }
 
 /// One recorded API call (recorded before it is served, so failed calls are recorded too).
@@ -57,6 +67,7 @@ impl Call {
             Request::Get => Verb::Get,
             Request::Patch(_) => Verb::Patch,
             Request::Delete(_) => Verb::Delete,
+            Request::List { .. } => Verb::List,
         }
     }
 

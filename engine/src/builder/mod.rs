@@ -129,6 +129,12 @@ impl<C: Cluster> GraphBuilder<C> {
             }
         }
         let mut done = self.apply(&events);
+        for source in &listed {
+            // Now in the graph: its virtual owners may be proven absent by a list (warm-up
+            // included), at a cost its size tells.
+            let objects = self.stores.get(&source.resource).map_or(0, |(_, s)| s.len());
+            self.collector.note_listed(source.object_type, objects);
+        }
         done.listed = listed;
         done
     }
@@ -150,6 +156,7 @@ impl<C: Cluster> GraphBuilder<C> {
     pub fn forget(&mut self, source: &WatchSource) {
         if self.stores.get(&source.resource).is_some_and(|(g, _)| *g <= source.generation) {
             self.stores.remove(&source.resource);
+            self.collector.note_unlisted(source.object_type);
         }
     }
 

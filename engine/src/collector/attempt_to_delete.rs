@@ -61,6 +61,11 @@ impl<C: Cluster> Collector<C> {
             self.stats.verifications_skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Outcome::Forget;
         }
+        if self.offer_for_proof(&node, reasons) {
+            // The prover now holds the item: it proves the owner absent, or puts the item back
+            // for the GET (see `absence_proofs`).
+            return Outcome::Forget;
+        }
         let was_virtual = node.is_virtual;
         let result = self.attempt_to_delete_item(&node).await;
         match result {
@@ -118,7 +123,13 @@ impl<C: Cluster> Collector<C> {
         }
         let (read, mut from_graph) = match self.observed_state(item) {
             Some(observed) => (Ok(observed), true),
-            None => (self.get_object(identity).await?, false),
+            None => {
+                let read = self.get_object(identity).await?;
+                if item.is_virtual {
+                    self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                (read, false)
+            }
         };
         let latest = match read {
             Ok(latest) => latest,

@@ -84,6 +84,7 @@ impl<C: Cluster> Collector<C> {
                     lookup.clone()
                 }
                 None => {
+                    self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let cluster = self.cluster.clone();
                     let (resource, namespace, name) =
                         (resource.clone(), namespace.to_owned(), name.to_owned());

@@ -18,6 +18,7 @@
 //! [`GraphBuilder`](crate::GraphBuilder) queues an item only after applying the event that
 //! called for it.
 
+pub mod absence_proofs;
 mod attempt_to_delete;
 mod attempt_to_orphan;
 mod classify;
@@ -40,6 +41,7 @@ use crate::ingest::{Enqueue, Event, IngestOutput};
 use crate::queue::WorkQueue;
 use crate::sync::{Arc, Mutex};
 
+pub use absence_proofs::ProofRound;
 pub use attempt_to_delete::DeleteItemResult;
 pub use orphaned_owners::OrphanedOwners;
 
@@ -144,6 +146,11 @@ pub struct CollectorOptions {
     /// change reaches the graph as an event and queues it again. Objects whose resourceVersion is
     /// not a number take the GET, as upstream.
     pub read_items_from_graph: bool,
+    /// Verify virtual owners with one paged consistent LIST of their resource rather than a
+    /// GET each: every owner the list does not hold is proven absent, as a GET's 404 proves it
+    /// (see [`absence_proofs`] for the argument and for what still takes the GET). Owners wait
+    /// for [`Collector::prove_absences`], which the caller runs.
+    pub bulk_absence_proof: bool,
 }
 
 /// Counters of what the collector did, beyond the work queues' own.
@@ -163,6 +170,15 @@ pub struct CollectorStats {
     /// Writes decided from the graph's copy of an object that the API server refused because
     /// the object had changed since (409): each was decided again from a live read.
     pub stale_view_conflicts: AtomicU64,
+    /// GETs made to show an owner absent or present (of a virtual node, or of an owner in
+    /// classification); the other GETs read items.
+    pub proof_gets: AtomicU64,
+    /// LIST pages read to prove owners absent.
+    pub proof_pages: AtomicU64,
+    /// Proof lists that failed (their owners went to the GET).
+    pub proof_lists_failed: AtomicU64,
+    /// Owners a proof list showed absent.
+    pub proven_absent: AtomicU64,
     /// Objects deleted (or whose deletion started).
     pub deleted: AtomicU64,
     /// When the first and the latest deletion happened.
@@ -218,6 +234,8 @@ pub struct Collector<C> {
     stale_copies: Mutex<std::collections::HashSet<NodeKey>>,
     /// Owners this collector orphaned, whose late-seen dependents keep living.
     orphaned: OrphanedOwners,
+    /// Virtual owners waiting for a proof list.
+    proofs: Mutex<absence_proofs::Proofs>,
     stats: CollectorStats,
 }
 
@@ -256,6 +274,7 @@ impl<C: Cluster> Collector<C> {
             inflight: Mutex::default(),
             stale_copies: Mutex::default(),
             orphaned: OrphanedOwners::new(orphaned_owners::DEFAULT_CAPACITY),
+            proofs: Mutex::new(absence_proofs::Proofs::new()),
             stats: CollectorStats::default(),
         }
     }

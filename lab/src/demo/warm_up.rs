@@ -67,7 +67,7 @@ pub(super) async fn warm_up(
             window = (now, ingested, (ingested - window.1) as f64 / dt);
         }
         for line in metrics
-            .render(graph, &[queues[0].as_ref(), queues[1].as_ref()], calls)
+            .render(graph, &[queues[0].as_ref(), queues[1].as_ref()], calls, collector.stats())
             .lines()
             .filter_map(|l| l.strip_prefix("kube_gc_warmup_seconds{resource=\""))
         {

@@ -95,7 +95,8 @@
 use std::fmt;
 
 use kube_gc_engine::cluster::{
-    Cluster, ClusterError, DeleteOptions, Patch, PatchType, Resource, WarningEvent,
+    Cluster, ClusterError, DeleteOptions, ListPage, ListedObject, Patch, PatchType, Resource,
+    WarningEvent,
 };
 use kube_gc_engine::identity::ObjectType;
 use kube_gc_engine::ingest::Event;
@@ -419,6 +420,58 @@ impl MemoryCluster {
         self.object(resource, namespace, name).ok_or(ClusterError::NotFound)
     }
 
+    /// One page of a LIST: the first page takes a snapshot of the resource's objects (in key
+    /// order, as etcd's), later pages read on in it, whatever changed since.
+    fn serve_list(
+        &self,
+        resource: &Resource,
+        continue_token: Option<&str>,
+        limit: u32,
+    ) -> Result<ListPage, ClusterError> {
+        self.begin(Call {
+            resource: resource.clone(),
+            namespace: String::new(),
+            name: String::new(),
+            request: Request::List { continue_token: continue_token.map(str::to_owned), limit },
+        })?;
+        let mut state = self.state.lock();
+        let expired =
+            || ClusterError::Other { code: 410, message: "the continue token has expired".into() };
+        let (snapshot, offset) = match continue_token {
+            None => {
+                let wanted = gvr(resource);
+                let objects: Vec<ListedObject> = state
+                    .objects
+                    .iter()
+                    .filter(|(k, _)| k.gvr == wanted)
+                    .map(|(k, s)| ListedObject {
+                        namespace: k.namespace.clone(),
+                        name: k.name.clone(),
+                        uid: s.meta.uid.clone(),
+                    })
+                    .collect();
+                let id = state.next_list_snapshot;
+                state.next_list_snapshot += 1;
+                state.list_snapshots.insert(id, objects);
+                (id, 0)
+            }
+            Some(token) => {
+                let (id, offset) = token.split_once(':').ok_or_else(expired)?;
+                let id: u64 = id.parse().map_err(|_| expired())?;
+                (id, offset.parse::<usize>().map_err(|_| expired())?)
+            }
+        };
+        let objects = state.list_snapshots.get(&snapshot).ok_or_else(expired)?;
+        let end = objects.len().min(offset + limit.max(1) as usize);
+        let items = objects.get(offset..end).unwrap_or_default().to_vec();
+        let remaining = objects.len() - end;
+        let continue_token = (remaining > 0).then(|| format!("{snapshot}:{end}"));
+        if remaining == 0 {
+            state.list_snapshots.remove(&snapshot);
+        }
+        Ok(ListPage { items, continue_token, remaining: Some(remaining as u64) })
+    }
+
     fn serve_patch(
         &self,
         resource: &Resource,
@@ -542,6 +595,15 @@ impl Cluster for MemoryCluster {
         name: &str,
     ) -> Result<ObjectMeta, ClusterError> {
         self.serve_get(resource, namespace, name)
+    }
+
+    async fn list_page(
+        &self,
+        resource: &Resource,
+        continue_token: Option<&str>,
+        limit: u32,
+    ) -> Result<ListPage, ClusterError> {
+        self.serve_list(resource, continue_token, limit)
     }
 
     async fn patch(

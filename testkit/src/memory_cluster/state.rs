@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use kube_gc_engine::cluster::{ClusterError, Resource, WarningEvent};
+use kube_gc_engine::cluster::{ClusterError, ListedObject, Resource, WarningEvent};
 use kube_gc_engine::identity::ObjectType;
 use kube_gc_engine::ingest::{Event, EventType};
 use kube_gc_engine::meta::ObjectMeta;
@@ -64,6 +64,11 @@ pub(super) struct State {
     pub(super) events: Vec<WarningEvent>,
     /// Every change to an object, as a watch would deliver it, oldest first.
     pub(super) watch: Vec<Event>,
+    /// The snapshots paged LISTs are reading, by the number in their continue token (etcd
+    /// serves every page of a list at its first page's revision).
+    pub(super) list_snapshots: HashMap<u64, Vec<ListedObject>>,
+    /// The number of the next list snapshot.
+    pub(super) next_list_snapshot: u64,
 }
 
 impl State {

@@ -1,0 +1,343 @@
+//! Bulk proof of absence: one paged, consistent LIST of a resource proves absent every
+//! unverified virtual owner of that resource it does not hold, where upstream spends a GET per
+//! owner (kubernetes#96752: the collector's two calls per deletion halve the rate at which a
+//! cluster can delete Pods).
+//!
+//! # Why a LIST proves what a GET's 404 proves (DESIGN.md, "Absence")
+//!
+//! A virtual node stands for an owner (UID `u`, at coordinates `c`: resource, namespace, name)
+//! that some dependent's ownerReference names and no watch has shown. Upstream verifies it with
+//! a live GET of `c`: 404, or another UID there, and the owner is absent for ever, because the
+//! API server assigns UIDs at creation and never reuses them, and names are immutable.
+//!
+//! A LIST proves the same fact for every virtual node of one resource at once, when:
+//! * **it is consistent**: read from etcd (no `resourceVersion`), never from the watch cache,
+//!   which may lag; the pages of one continue chain are one snapshot of a revision at least as
+//!   new as the first page's request ([`Cluster::list_page`]);
+//! * **it started after the node was in the graph**: the node exists because a dependent naming
+//!   `u` was observed, so `u` was created (if ever) before that dependent was written, which is
+//!   before the list began. An object `u` at `c` alive when the list began is on its pages;
+//!   absent from them, `u` is gone (or never was) and cannot come back. A node offered after a
+//!   list began waits for the next one ([`Collector::prove_absences`] takes its set before the
+//!   first page);
+//! * **the coordinates are the GET's**: the node is looked up by the same resource (the
+//!   restMapper's, as the GET's) and the same namespace (none for cluster-scoped resources) and
+//!   name, and its UID compared, so the list answers exactly what the GET would have.
+//!
+//! The answer then takes upstream's own path: a virtual delete event for the node's identity,
+//! which the graph builder applies as it applies a GET's 404 (the identity into the
+//! absent-owner cache, the matching dependents queued).
+//!
+//! # What a list cannot prove, and goes back to the GET
+//! Nodes whose kind maps to no resource or whose namespace does not fit the resource's scope
+//! are never offered; the node's coordinates found with its UID (present), a node re-identified
+//! or observed since it was offered, and every node of a list that failed, go back to the
+//! attemptToDelete queue, to upstream's per-owner GET, and are not offered again. A resource
+//! whose list failed is not listed again for [`RETRY_LIST_AFTER`].
+//!
+//! # When a list is worth it
+//! A list of `n` objects costs `n / 500` calls; GETs cost one per pending owner. A resource is
+//! listed when its pending owners are at least [`OWNERS_PER_PAGE`] times its pages (at most
+//! 1/20 of a call per owner), or when the workers are about to run out of work and the list is
+//! still cheaper than the GETs; otherwise its owners wait, during warm-up until the graph is
+//! synced (every dependent is then in the graph, and one list proves them all), after it until
+//! offers stop for the settle time, when the cheaper of a list and the GETs is taken.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::{Collector, REASON_VERIFY};
+use crate::cluster::{Cluster, Resource};
+use crate::graph::{NodeKey, NodeView};
+use crate::identity::{ObjectReference, ObjectType};
+
+/// Objects per page of a proof list (client-go's pager default, as the watchers' lists).
+pub const PAGE_SIZE: u32 = 500;
+
+/// A resource is listed as soon as this many pending owners would share each page.
+pub const OWNERS_PER_PAGE: usize = 20;
+
+/// Below this many queued items the workers are about to idle: a list cheaper than the GETs is
+/// taken at once rather than waiting for more owners to share it.
+pub const LOW_WATER: usize = 50;
+
+/// How long a resource whose list failed is left to the GETs.
+pub const RETRY_LIST_AFTER: Duration = Duration::from_secs(30);
+
+/// After warm-up, the longest an owner waits for more to share its list.
+pub const MAX_WAIT: Duration = Duration::from_secs(2);
+
+/// An owner waiting for a proof.
+#[derive(Clone, Debug)]
+struct Pending {
+    key: NodeKey,
+    identity: ObjectReference,
+    /// Why its item was queued (restored if it goes back to the queue).
+    reasons: u8,
+}
+
+/// The prover's state (behind the collector's lock).
+#[derive(Default, Debug)]
+pub(super) struct Proofs {
+    /// Owners waiting for a list of their resource, and when the first of them came.
+    pending: HashMap<Resource, (Instant, Vec<Pending>)>,
+    /// When the latest owner was offered.
+    last_offer: Option<Instant>,
+    /// Items handed back to the GET: not offered again.
+    declined: HashSet<NodeKey>,
+    /// Object types whose watcher has its list in the graph, with their object count.
+    listed: HashMap<ObjectType, usize>,
+    /// Sizes learnt from proof lists, for resources no watcher lists under that version.
+    sizes: HashMap<Resource, usize>,
+    /// Resources whose list failed, and until when they are left to the GETs.
+    failed_until: HashMap<Resource, Instant>,
+    /// `declined` is pruned when it grows past this.
+    prune_above: usize,
+}
+
+/// `declined` is first pruned past this many entries.
+const PRUNE_DECLINED_ABOVE: usize = 4096;
+
+impl Proofs {
+    pub(super) fn new() -> Proofs {
+        Proofs { prune_above: PRUNE_DECLINED_ABOVE, ..Proofs::default() }
+    }
+}
+
+/// What one [`Collector::prove_absences`] round did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProofRound {
+    /// Resources listed.
+    pub lists: usize,
+    /// LIST calls made (pages).
+    pub pages: usize,
+    /// Owners proven absent (a virtual delete event each).
+    pub proven_absent: usize,
+    /// Owners handed back to the per-owner GET.
+    pub handed_back: usize,
+    /// Owners still waiting for a list.
+    pub waiting: usize,
+}
+
+/// The coordinates a GET of `identity` in `resource` would address.
+fn coordinates(resource: &Resource, identity: &ObjectReference) -> (String, String) {
+    let namespace = if resource.namespaced { identity.namespace.as_str() } else { "" };
+    (namespace.to_owned(), identity.name.clone())
+}
+
+impl<C: Cluster> Collector<C> {
+    /// Takes a virtual node's verification for the next proof list of its resource, if a list
+    /// can answer it (see the module docs); `false` leaves it to the GET.
+    pub(super) fn offer_for_proof(&self, node: &NodeView, reasons: u8) -> bool {
+        if !self.options.bulk_absence_proof {
+            return false;
+        }
+        let now = Instant::now();
+        let mut proofs = self.proofs.lock();
+        if proofs.declined.remove(&node.key()) || !node.is_virtual {
+            return false;
+        }
+        let Ok(resource) = self.cluster.resource_for(node.identity.ty) else { return false };
+        if resource.namespaced && node.identity.namespace.is_cluster() {
+            // Upstream's namespacedOwnerOfClusterScopedObject: the GET path reports it.
+            return false;
+        }
+        if proofs.failed_until.get(&resource).is_some_and(|until| *until > now) {
+            return false;
+        }
+        proofs.last_offer = Some(now);
+        let entry = proofs.pending.entry(resource).or_insert_with(|| (now, Vec::new()));
+        entry.1.push(Pending { key: node.key(), identity: node.identity.clone(), reasons });
+        true
+    }
+
+    /// Owners waiting for a proof list.
+    pub fn pending_proofs(&self) -> usize {
+        self.proofs.lock().pending.values().map(|(_, p)| p.len()).sum()
+    }
+
+    /// Records that the watcher of `ty` has its list in the graph, with `objects` objects (the
+    /// graph builder calls it): its virtual owners may be listed during warm-up, and the list's
+    /// cost is known.
+    pub fn note_listed(&self, ty: ObjectType, objects: usize) {
+        self.proofs.lock().listed.insert(ty, objects);
+    }
+
+    /// Records that the watcher of `ty` stopped.
+    pub fn note_unlisted(&self, ty: ObjectType) {
+        self.proofs.lock().listed.remove(&ty);
+    }
+
+    /// Runs one round of proofs: lists the resources whose waiting owners make a list worth it
+    /// (see the module docs), proves absent the owners the lists do not hold, and hands the
+    /// rest back to the GET. `settle` is how long offers must have stopped before owners after
+    /// warm-up stop waiting. Call it repeatedly (the controller does, every few tens of
+    /// milliseconds); with nothing pending it returns at once.
+    pub async fn prove_absences(&self, settle: Duration) -> ProofRound {
+        let mut round = ProofRound::default();
+        let (to_list, to_hand_back) = self.choose_lists(settle, &mut round);
+        self.hand_back(&to_hand_back);
+        round.handed_back += to_hand_back.len();
+        let lists =
+            to_list.into_iter().map(|(resource, entries)| self.prove_by_list(resource, entries));
+        for done in futures_util::future::join_all(lists).await {
+            round.lists += 1;
+            round.pages += done.pages;
+            round.proven_absent += done.proven_absent;
+            round.handed_back += done.handed_back;
+        }
+        round
+    }
+
+    /// Under the lock, decides which resources to list now and which owners go to the GET.
+    #[allow(clippy::type_complexity)]
+    fn choose_lists(
+        &self,
+        settle: Duration,
+        round: &mut ProofRound,
+    ) -> (Vec<(Resource, Vec<Pending>)>, Vec<Pending>) {
+        let now = Instant::now();
+        let warming_up = self.is_warming_up();
+        let backlog = self.attempt_to_delete.len();
+        let mut proofs = self.proofs.lock();
+        if proofs.declined.len() > proofs.prune_above {
+            // Items handed back whose node left the graph (or was observed) before they ran
+            // again are never offered again: forget them.
+            let graph = &self.graph;
+            proofs.declined.retain(|k| {
+                graph.node(k.uid).is_some_and(|n| n.incarnation == k.incarnation && n.is_virtual)
+            });
+            proofs.prune_above = (proofs.declined.len() * 2).max(PRUNE_DECLINED_ABOVE);
+        }
+        let quiet = proofs.last_offer.is_none_or(|t| now.duration_since(t) >= settle);
+        let (mut to_list, mut to_hand_back) = (Vec::new(), Vec::new());
+        let resources: Vec<Resource> = proofs.pending.keys().cloned().collect();
+        for resource in resources {
+            let (since, count) = {
+                let (since, entries) = &proofs.pending[&resource];
+                (*since, entries.len())
+            };
+            let synced = proofs.listed.get(&resource.object_type()).copied();
+            let size = synced.or_else(|| proofs.sizes.get(&resource).copied());
+            let pages = size.map(|n| n.div_ceil(PAGE_SIZE as usize).max(1));
+            let failed = proofs.failed_until.get(&resource).is_some_and(|until| *until > now);
+            // During warm-up only resources whose list is in the graph: the others' virtual
+            // owners may simply not be observed yet.
+            let may_list = !failed && (synced.is_some() || !warming_up);
+            let worth_it = pages.is_some_and(|p| {
+                count >= OWNERS_PER_PAGE * p || (backlog < LOW_WATER && count >= p)
+            });
+            let flush = !warming_up && (quiet || now.duration_since(since) >= MAX_WAIT);
+            let decision = if failed {
+                Some(false)
+            } else if may_list && worth_it {
+                Some(true)
+            } else if flush {
+                // The cheaper of one list and a GET per owner (unknown size: list, and learn).
+                Some(pages.is_none_or(|p| p <= count))
+            } else {
+                None
+            };
+            match decision {
+                Some(list) => {
+                    let (_, entries) = proofs.pending.remove(&resource).expect("present");
+                    if list {
+                        to_list.push((resource, entries));
+                    } else {
+                        for p in &entries {
+                            proofs.declined.insert(p.key);
+                        }
+                        to_hand_back.extend(entries);
+                    }
+                }
+                None => round.waiting += count,
+            }
+        }
+        (to_list, to_hand_back)
+    }
+
+    /// Puts owners back on the attemptToDelete queue for the GET, with the reasons they came
+    /// with.
+    fn hand_back(&self, entries: &[Pending]) {
+        for p in entries {
+            self.enqueue_likely_garbage(p.key, p.reasons | REASON_VERIFY);
+        }
+    }
+
+    /// Lists `resource` and settles each of `entries` (taken before the first page: see the
+    /// module docs).
+    async fn prove_by_list(&self, resource: Resource, entries: Vec<Pending>) -> ProofRound {
+        let mut done = ProofRound::default();
+        let mut found: HashMap<(String, String), Option<String>> =
+            entries.iter().map(|p| (coordinates(&resource, &p.identity), None)).collect();
+        let mut token: Option<String> = None;
+        let mut objects = 0usize;
+        loop {
+            done.pages += 1;
+            self.stats.proof_pages.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match self.cluster.list_page(&resource, token.as_deref(), PAGE_SIZE).await {
+                Ok(page) => {
+                    objects += page.items.len();
+                    for o in page.items {
+                        if let Some(slot) = found.get_mut(&(o.namespace, o.name)) {
+                            *slot = Some(o.uid);
+                        }
+                    }
+                    match page.continue_token {
+                        Some(t) if !t.is_empty() => token = Some(t),
+                        _ => break,
+                    }
+                }
+                Err(e) => {
+                    // An expired continue token (410), a missing list verb, a transport error:
+                    // nothing is proven; every owner goes to the GET.
+                    tracing::warn!(%resource, error = %e, owners = entries.len(), "cannot list to prove owners absent; verifying them one by one");
+                    self.stats
+                        .proof_lists_failed
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let mut proofs = self.proofs.lock();
+                    proofs.failed_until.insert(resource, Instant::now() + RETRY_LIST_AFTER);
+                    for p in &entries {
+                        proofs.declined.insert(p.key);
+                    }
+                    drop(proofs);
+                    self.hand_back(&entries);
+                    done.handed_back = entries.len();
+                    return done;
+                }
+            }
+        }
+        self.proofs.lock().sizes.insert(resource.clone(), objects);
+        let mut back = Vec::new();
+        for p in entries {
+            let current = self
+                .graph
+                .node(p.key.uid)
+                .is_some_and(|n| n.incarnation == p.key.incarnation && n.is_virtual);
+            if !current {
+                // Observed or re-identified since it was offered: the worker decides what is
+                // left (an observed node's item is skipped or decided on its own state).
+                back.push(p);
+                continue;
+            }
+            let uid = p.identity.uid.to_string();
+            match &found[&coordinates(&resource, &p.identity)] {
+                Some(listed) if *listed == uid => {
+                    // Present: the GET path reads it and decides on its owners.
+                    self.proofs.lock().declined.insert(p.key);
+                    back.push(p);
+                }
+                _ => {
+                    tracing::trace!(owner = %p.identity, "a consistent list does not hold the owner, generating a virtual delete event");
+                    self.stats.proven_absent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.enqueue_virtual_delete_event(&p.identity);
+                    done.proven_absent += 1;
+                }
+            }
+        }
+        self.hand_back(&back);
+        done.handed_back = back.len();
+        tracing::debug!(%resource, pages = done.pages, objects, proven_absent = done.proven_absent, handed_back = done.handed_back, "proof list done");
+        done
+    }
+}

@@ -1,0 +1,371 @@
+//! Bulk proof of absence (`CollectorOptions::bulk_absence_proof`): one consistent LIST of a
+//! resource proves absent every waiting virtual owner it does not hold, and only those; what a
+//! list cannot answer goes back to upstream's per-owner GET.
+//!
+//! Each test drives the real collector over a `MemoryCluster` (whose paged LIST reads a
+//! snapshot taken at the first page, as etcd's), with the graph fed by the `Ingester`.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::Poll;
+use std::time::Duration;
+
+use futures::executor::block_on;
+use kube_gc_engine::cluster::{
+    Cluster, ClusterError, DeleteOptions, ListPage, Patch, Resource, WarningEvent,
+};
+use kube_gc_engine::collector::CollectorOptions;
+use kube_gc_engine::collector::absence_proofs::{OWNERS_PER_PAGE, PAGE_SIZE};
+use kube_gc_engine::{Event, EventType, Ingester, ObjectMeta, ObjectType, OwnerReference};
+use kube_gc_engine::{Uid, graph::NodeKey};
+use kube_gc_testkit::{Call, MemoryCluster, Verb, resource};
+
+mod support;
+use support::Env;
+
+fn pods() -> Resource {
+    resource("v1", "pods", "Pod", true)
+}
+fn replicasets() -> Resource {
+    resource("apps/v1", "replicasets", "ReplicaSet", true)
+}
+fn uid(i: u32) -> String {
+    format!("00000000-0000-4000-8000-{i:012}")
+}
+fn rs_ref(i: u32) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: format!("rs-{i}"),
+        uid: uid(i),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+fn rs(i: u32) -> ObjectMeta {
+    ObjectMeta {
+        uid: uid(i),
+        name: format!("rs-{i}"),
+        namespace: "ns1".into(),
+        ..ObjectMeta::default()
+    }
+}
+/// Pod `i` owned by ReplicaSet `owner`.
+fn pod(i: u32, owner: u32) -> ObjectMeta {
+    ObjectMeta {
+        uid: uid(100_000 + i),
+        name: format!("pod-{i}"),
+        namespace: "ns1".into(),
+        owner_references: vec![rs_ref(owner)],
+        ..ObjectMeta::default()
+    }
+}
+
+fn options() -> CollectorOptions {
+    CollectorOptions {
+        skip_observed_verification: true,
+        garbage_first: true,
+        read_items_from_graph: true,
+        bulk_absence_proof: true,
+        early_collection: false,
+    }
+}
+
+/// The informer shows `m` (a Pod if it has owners, else a ReplicaSet).
+fn observe<C: Cluster>(env: &mut Env<C>, m: ObjectMeta) {
+    let ty = if m.owner_references.is_empty() {
+        ObjectType::new("apps/v1", "ReplicaSet")
+    } else {
+        ObjectType::new("v1", "Pod")
+    };
+    env.observe(EventType::Add, ty, m);
+}
+
+fn is_virtual<C: Cluster>(env: &Env<C>, owner: u32) -> bool {
+    env.graph.node(Uid::parse(&uid(owner))).is_some_and(|n| n.is_virtual)
+}
+
+fn cluster() -> MemoryCluster {
+    let cluster = MemoryCluster::new();
+    cluster.register(pods());
+    cluster.register(replicasets());
+    cluster
+}
+
+/// Creates `m` in `cluster` and returns it as stored (with its resourceVersion), as a watch
+/// would show it.
+fn create(cluster: &MemoryCluster, r: &Resource, m: ObjectMeta) -> ObjectMeta {
+    let name = m.name.clone();
+    cluster.create(r, m).unwrap();
+    cluster.object(r, "ns1", &name).unwrap()
+}
+
+fn count(calls: &[Call], verb: Verb) -> usize {
+    calls.iter().filter(|c| c.verb() == verb).count()
+}
+
+/// Three owners absent, one present but not yet observed: one LIST proves the three absent,
+/// their Pods are deleted with one call each, and the present one goes to the GET (and its Pod
+/// stays).
+#[test]
+fn one_list_proves_every_missing_owner_and_only_those() {
+    let cluster = cluster();
+    cluster.create(&replicasets(), rs(4)).unwrap();
+    let stored: Vec<ObjectMeta> = (1..=4).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
+    let mut env = Env::new(cluster, options());
+    for p in stored {
+        observe(&mut env, p);
+    }
+    env.drain_attempt_to_delete(10_000); // the four verifications are offered to the prover
+    assert_eq!(env.collector.pending_proofs(), 4);
+    assert!(env.cluster.calls().is_empty(), "offering costs no call");
+
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!((round.lists, round.pages, round.proven_absent, round.handed_back), (1, 1, 3, 1));
+    env.drain_attempt_to_delete(10_000);
+    let calls = env.cluster.take_calls();
+    assert_eq!(count(&calls, Verb::List), 1);
+    assert_eq!(count(&calls, Verb::Delete), 3, "{calls:#?}");
+    let gets: Vec<String> =
+        calls.iter().filter(|c| c.verb() == Verb::Get).map(|c| c.action()).collect();
+    assert_eq!(gets, ["get apps/v1, Resource=replicasets ns=ns1 name=rs-4"], "the present owner");
+    for i in 1..=3 {
+        assert!(env.cluster.object(&pods(), "ns1", &format!("pod-{i}")).is_none());
+    }
+    assert!(env.cluster.object(&pods(), "ns1", "pod-4").is_some(), "its owner lives");
+    assert_eq!(env.collector.stats().proven_absent.load(Ordering::Relaxed), 3);
+}
+
+/// An owner recreated under the same name (another UID) is absent, as a GET would find it.
+#[test]
+fn a_name_held_by_another_uid_proves_the_owner_absent() {
+    let cluster = cluster();
+    let mut recreated = rs(7);
+    recreated.uid = uid(8);
+    cluster.create(&replicasets(), recreated).unwrap();
+    let stored = create(&cluster, &pods(), pod(1, 7));
+    let mut env = Env::new(cluster, options());
+    observe(&mut env, stored);
+    env.drain_attempt_to_delete(10_000);
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!(round.proven_absent, 1);
+    env.drain_attempt_to_delete(10_000);
+    assert!(env.cluster.object(&pods(), "ns1", "pod-1").is_none());
+}
+
+/// A failed list proves nothing: its owners take the GET (and their garbage still goes), and
+/// the resource is left to the GETs for a while.
+#[test]
+fn a_failed_list_leaves_its_owners_to_the_get() {
+    let cluster = cluster();
+    let stored: Vec<ObjectMeta> = (1..=3).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
+    cluster.fail_next(
+        Verb::List,
+        "replicasets",
+        "",
+        ClusterError::Other { code: 410, message: "expired".into() },
+    );
+    let mut env = Env::new(cluster, options());
+    for p in stored {
+        observe(&mut env, p);
+    }
+    env.drain_attempt_to_delete(10_000);
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!((round.proven_absent, round.handed_back), (0, 3));
+    env.drain_attempt_to_delete(10_000);
+    let calls = env.cluster.take_calls();
+    let actions: Vec<String> = calls.iter().map(|c| c.action()).collect();
+    assert_eq!(count(&calls, Verb::Get), 3, "one GET per owner: {actions:#?}");
+    assert_eq!(count(&calls, Verb::Delete), 3);
+    assert_eq!(env.collector.stats().proof_lists_failed.load(Ordering::Relaxed), 1);
+
+    // A new virtual owner of that resource is not offered while it is left to the GETs.
+    let late = create(&env.cluster, &pods(), pod(9, 9));
+    observe(&mut env, late);
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 0);
+    assert!(env.cluster.object(&pods(), "ns1", "pod-9").is_none());
+}
+
+/// Few owners of a large resource: the GETs are cheaper than its pages, so no list is made.
+#[test]
+fn few_owners_of_a_large_resource_take_the_get() {
+    let cluster = cluster();
+    let stored: Vec<ObjectMeta> = (1..=2).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
+    let mut env = Env::new(cluster, options());
+    // The ReplicaSets' watcher has listed 5,000 objects: 10 pages.
+    env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 5_000);
+    for p in stored {
+        observe(&mut env, p);
+    }
+    env.drain_attempt_to_delete(10_000);
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!((round.lists, round.handed_back), (0, 2));
+    env.drain_attempt_to_delete(10_000);
+    let calls = env.cluster.take_calls();
+    assert_eq!((count(&calls, Verb::List), count(&calls, Verb::Get)), (0, 2), "{calls:#?}");
+    assert_eq!(count(&calls, Verb::Delete), 2);
+}
+
+/// During warm-up, owners wait: for their resource's list to be in the graph, then for enough
+/// of them to share the list's pages (or the end of warm-up).
+#[test]
+fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
+    let cluster = cluster();
+    let owners = OWNERS_PER_PAGE as u32;
+    let mut stored: Vec<ObjectMeta> =
+        (1..=owners).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
+    let last = stored.pop().unwrap();
+    let mut env = Env::new(cluster, CollectorOptions { early_collection: true, ..options() });
+    for p in stored {
+        observe(&mut env, p);
+    }
+    env.drain_attempt_to_delete(10_000);
+    // Enough queued work that the workers are not about to idle.
+    for i in 0..100 {
+        let key = NodeKey { uid: Uid::parse(&uid(900_000 + i)), incarnation: 0 };
+        env.collector.attempt_to_delete_queue().add(key);
+    }
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!(
+        (round.lists, round.waiting),
+        (0, owners as usize - 1),
+        "ReplicaSets not listed yet"
+    );
+    env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 10);
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!(round.lists, 0, "one short of {OWNERS_PER_PAGE} owners per page");
+    observe(&mut env, last);
+    while env.collector.pending_proofs() < owners as usize {
+        block_on(env.collector.process_attempt_to_delete_worker());
+    }
+    assert!(env.collector.attempt_to_delete_queue().len() >= 90, "the backlog is still there");
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!((round.lists, round.proven_absent), (1, owners as usize));
+}
+
+/// A cluster whose LIST, past its first page, waits until the test lets it go on, so that the
+/// test can act while a list is under way.
+struct GatedList {
+    inner: MemoryCluster,
+    first_page_served: AtomicBool,
+    go_on: AtomicBool,
+    pages: AtomicUsize,
+}
+
+impl Cluster for GatedList {
+    fn resource_for(&self, ty: ObjectType) -> Result<Resource, ClusterError> {
+        self.inner.resource_for(ty)
+    }
+    async fn get(&self, r: &Resource, ns: &str, name: &str) -> Result<ObjectMeta, ClusterError> {
+        self.inner.get(r, ns, name).await
+    }
+    async fn list_page(
+        &self,
+        r: &Resource,
+        token: Option<&str>,
+        limit: u32,
+    ) -> Result<ListPage, ClusterError> {
+        self.pages.fetch_add(1, Ordering::SeqCst);
+        if token.is_some() {
+            std::future::poll_fn(|cx| {
+                if self.go_on.load(Ordering::SeqCst) {
+                    Poll::Ready(())
+                } else {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            })
+            .await;
+        }
+        let page = self.inner.list_page(r, token, limit).await;
+        self.first_page_served.store(true, Ordering::SeqCst);
+        page
+    }
+    async fn patch(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        p: &Patch,
+    ) -> Result<ObjectMeta, ClusterError> {
+        self.inner.patch(r, ns, name, p).await
+    }
+    async fn delete(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        o: &DeleteOptions,
+    ) -> Result<(), ClusterError> {
+        self.inner.delete(r, ns, name, o).await
+    }
+    fn record_event(&self, e: WarningEvent) {
+        self.inner.record_event(e)
+    }
+}
+
+/// The rule that makes a list a proof: it must have started after the owner's dependent was
+/// observed. An owner created while a list is under way (after its snapshot), whose dependent
+/// is observed and whose verification is offered before the list ends, is not on the list's
+/// pages: it must wait for the next list, never be judged absent by this one.
+#[test]
+fn an_owner_offered_while_a_list_runs_waits_for_the_next_list() {
+    let inner = cluster();
+    // Two pages of ReplicaSets, so the list is under way between them.
+    for i in 1..=PAGE_SIZE + 1 {
+        inner.create(&replicasets(), rs(10_000 + i)).unwrap();
+    }
+    inner.create(&pods(), pod(1, 1)).unwrap(); // rs-1 absent: garbage
+    let gated = GatedList {
+        inner,
+        first_page_served: AtomicBool::new(false),
+        go_on: AtomicBool::new(false),
+        pages: AtomicUsize::new(0),
+    };
+    let mut env = Env::new(gated, options());
+    observe(&mut env, pod(1, 1));
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 1);
+
+    let collector = &env.collector;
+    let cluster = env.cluster.clone();
+    let late_owner = std::cell::Cell::new(None);
+    let during_the_list = async {
+        std::future::poll_fn(|cx| {
+            if cluster.first_page_served.load(Ordering::SeqCst) {
+                Poll::Ready(())
+            } else {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        })
+        .await;
+        // After the snapshot: rs-2 is created, its Pod observed, its verification offered.
+        cluster.inner.create(&replicasets(), rs(2)).unwrap();
+        cluster.inner.create(&pods(), pod(2, 2)).unwrap();
+        let out = Ingester::new(env.graph.clone(), 1).ingest(&[Event::new(
+            EventType::Add,
+            ObjectType::new("v1", "Pod"),
+            pod(2, 2),
+        )]);
+        collector.apply_ingest_output(out);
+        while !collector.attempt_to_delete_queue().is_empty() {
+            collector.process_attempt_to_delete_worker().await;
+        }
+        late_owner.set(Some(collector.pending_proofs()));
+        cluster.go_on.store(true, Ordering::SeqCst);
+    };
+    let (round, ()) =
+        block_on(futures::future::join(collector.prove_absences(Duration::ZERO), during_the_list));
+    assert_eq!(late_owner.get(), Some(1), "rs-2's verification was offered during the list");
+    assert_eq!(round.proven_absent, 1, "rs-1 only");
+    assert!(is_virtual(&env, 2), "rs-2 is still waiting, not judged by a list that predates it");
+    assert_eq!(env.collector.pending_proofs(), 1);
+
+    // The next list holds it: rs-2 goes to the GET, its Pod stays.
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!((round.proven_absent, round.handed_back), (0, 1));
+    env.drain_attempt_to_delete(10_000);
+    assert!(env.cluster.inner.object(&pods(), "ns1", "pod-2").is_some());
+    assert!(env.cluster.inner.object(&pods(), "ns1", "pod-1").is_none());
+}
