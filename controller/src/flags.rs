@@ -130,8 +130,8 @@ pub struct Flags {
 
     /// Collect during warm-up, before every resource has synced: only deletions that live
     /// reads prove (every owner reference absent, background propagation); everything else
-    /// waits for sync.
-    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    /// waits for sync. `=false`: nothing is collected before sync, as upstream.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub early_collection: bool,
 
     /// Process likely garbage (unverified virtual owners, dependents of deleted or absent
@@ -153,6 +153,13 @@ pub struct Flags {
     /// Owners are still read live. `=false`: upstream's GET of every item.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub read_items_from_graph: bool,
+
+    /// Verify virtual owners with one paged consistent LIST of their resource (metadata only,
+    /// from etcd) rather than a GET each: an owner the list does not hold is absent, as a GET's
+    /// 404 shows. Owners a list cannot answer, and every owner of a list that fails, still take
+    /// the GET. `=false`: a GET per owner, as upstream.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub bulk_absence_proof: bool,
 
     /// Log verbosity, as klog's: 2 logs each decision, 4 monitors and syncs, 5 everything.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
@@ -253,6 +260,7 @@ mod tests {
         assert_eq!(f.leader_elect_retry_period, Duration::from_secs(2));
         assert_eq!(f.gc_ignored_resources, ["events", "events.events.k8s.io"]);
         assert!(f.debug_addr.ip().is_loopback());
+        assert!(f.early_collection && f.bulk_absence_proof, "kube-gc's departures, on by default");
         assert!(f.validate().is_ok());
     }
 

@@ -63,7 +63,7 @@ async fn metrics(State(s): State<DebugState>) -> impl IntoResponse {
     let queues: Vec<&WorkQueue<NodeKey>> = s.queues.iter().map(|q| &**q).collect();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(&s.graph, &queues, &s.calls)
+        s.metrics.render(&s.graph, &queues, &s.calls, s.collector.stats())
             + &crate::metrics::render_collector(s.collector.stats(), s.started)
             + &crate::metrics::render_events(&s.events),
     )

@@ -14,12 +14,12 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, Patch as KubePatch, PatchParams, PostParams,
-    Preconditions, PropagationPolicy as KubePropagation,
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch as KubePatch, PatchParams,
+    PostParams, Preconditions, PropagationPolicy as KubePropagation,
 };
 use kube_gc_engine::cluster::{
-    Cluster, ClusterError, DeleteOptions, Patch, PatchType, PropagationPolicy, Resource,
-    WarningEvent,
+    Cluster, ClusterError, DeleteOptions, ListPage, ListedObject, Patch, PatchType,
+    PropagationPolicy, Resource, WarningEvent,
 };
 use kube_gc_engine::{ObjectMeta, ObjectType, OwnerReference};
 
@@ -28,8 +28,10 @@ use crate::events::EventRecorder;
 /// Counts of API calls by verb, for `/metrics` and the benchmarks.
 #[derive(Debug, Default)]
 pub struct ApiCallCounts {
-    /// GETs.
+    /// GETs (of items and of owners).
     pub get: AtomicU64,
+    /// LIST pages read to prove owners absent.
+    pub list: AtomicU64,
     /// PATCHes.
     pub patch: AtomicU64,
     /// DELETEs.
@@ -186,6 +188,39 @@ impl Cluster for KubeCluster {
         self.calls.get.fetch_add(1, Ordering::Relaxed);
         let got = self.api(resource, namespace).get_metadata(name).await.map_err(classify_error)?;
         Ok(object_meta(&got.metadata))
+    }
+
+    async fn list_page(
+        &self,
+        resource: &Resource,
+        continue_token: Option<&str>,
+        limit: u32,
+    ) -> Result<ListPage, ClusterError> {
+        self.limiter.until_ready().await;
+        self.calls.list.fetch_add(1, Ordering::Relaxed);
+        // No resourceVersion: a consistent (quorum) read from etcd, never the watch cache.
+        let mut params = ListParams::default().limit(limit);
+        if let Some(token) = continue_token {
+            params = params.continue_token(token);
+        }
+        let list = Api::<DynamicObject>::all_with(self.client.clone(), &api_resource(resource))
+            .list_metadata(&params)
+            .await
+            .map_err(classify_error)?;
+        let items = list
+            .items
+            .into_iter()
+            .map(|o| ListedObject {
+                namespace: o.metadata.namespace.unwrap_or_default(),
+                name: o.metadata.name.unwrap_or_default(),
+                uid: o.metadata.uid.unwrap_or_default(),
+            })
+            .collect();
+        Ok(ListPage {
+            items,
+            continue_token: list.metadata.continue_.filter(|t| !t.is_empty()),
+            remaining: list.metadata.remaining_item_count.and_then(|n| u64::try_from(n).ok()),
+        })
     }
 
     async fn patch(

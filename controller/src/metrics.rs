@@ -73,6 +73,7 @@ impl Metrics {
         graph: &Graph,
         queues: &[&WorkQueue<NodeKey>],
         calls: &ApiCallCounts,
+        collector: &kube_gc_engine::collector::CollectorStats,
     ) -> String {
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
@@ -184,20 +185,37 @@ impl Metrics {
             "1 for each resource whose watcher has not synced while the collector proceeds without it (past --initial-sync-timeout)",
             &unsynced,
         );
-        let verbs = [
-            ("get", calls.get.load(Ordering::Relaxed)),
-            ("patch", calls.patch.load(Ordering::Relaxed)),
-            ("delete", calls.delete.load(Ordering::Relaxed)),
-            ("create_event", calls.event.load(Ordering::Relaxed)),
+        // By verb and purpose: a GET proves an owner absent (or present), or reads an item.
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let proof_gets = load(&collector.proof_gets).min(load(&calls.get));
+        let by_purpose = [
+            ("get", "proof", proof_gets),
+            ("get", "read", load(&calls.get) - proof_gets),
+            ("list", "proof", load(&calls.list)),
+            ("patch", "patch", load(&calls.patch)),
+            ("delete", "delete", load(&calls.delete)),
+            ("create", "event", load(&calls.event)),
         ];
-        let verbs: Vec<_> =
-            verbs.iter().map(|(v, n)| (format!("{{verb=\"{v}\"}}"), *n as f64)).collect();
+        let series: Vec<_> = by_purpose
+            .iter()
+            .map(|(v, p, n)| (format!("{{verb=\"{v}\",purpose=\"{p}\"}}"), *n as f64))
+            .collect();
         metric(
             "kube_gc_api_calls_total",
             "counter",
-            "API calls made by the collector, by verb",
-            &verbs,
+            "API calls made by the collector, by verb and purpose (proof: showing owners absent or present; read: an item's GET; event: Warning events, on their own budget)",
+            &series,
         );
+        let collector_calls: u64 = by_purpose.iter().filter(|c| c.1 != "event").map(|c| c.2).sum();
+        let deleted = load(&collector.deleted);
+        if deleted > 0 {
+            metric(
+                "kube_gc_api_calls_per_collected_object",
+                "gauge",
+                "The collector's API calls (events and watch lists not counted) per object it deleted",
+                &[(String::new(), collector_calls as f64 / deleted as f64)],
+            );
+        }
         out
     }
 }
@@ -241,6 +259,18 @@ pub fn render_collector(
         "counter",
         "Writes decided from the graph's copy of an object refused because it had changed (decided again from a live read)",
         get(&stats.stale_view_conflicts),
+    );
+    one(
+        "kube_gc_proven_absent_total",
+        "counter",
+        "Owners a consistent LIST of their resource proved absent (--bulk-absence-proof)",
+        get(&stats.proven_absent),
+    );
+    one(
+        "kube_gc_proof_lists_failed_total",
+        "counter",
+        "Proof LISTs that failed; their owners were verified by GET",
+        get(&stats.proof_lists_failed),
     );
     one(
         "kube_gc_item_reads_saved_total",

@@ -133,6 +133,7 @@ impl Controller {
                 early_collection: flags.early_collection,
                 garbage_first: flags.garbage_first,
                 read_items_from_graph: flags.read_items_from_graph,
+                bulk_absence_proof: flags.bulk_absence_proof,
             })
             .with_orphaned_owners_capacity(flags.orphaned_owners_memory),
         );
@@ -149,6 +150,9 @@ impl Controller {
         let batcher = Batcher::new(rx, graph_changes, flags.batch_size as usize);
         let mut tasks =
             vec![tokio::spawn(ingest_loop(batcher, builder, sync.clone(), metrics.clone()))];
+        if flags.bulk_absence_proof {
+            tasks.push(tokio::spawn(proof_loop(collector.clone())));
+        }
         let debug = DebugState {
             collector: collector.clone(),
             started: Instant::now(),
@@ -407,6 +411,26 @@ impl Controller {
     /// The attemptToDelete queue.
     pub fn attempt_to_delete(&self) -> &Arc<WorkQueue<NodeKey>> {
         self.collector.attempt_to_delete_queue()
+    }
+}
+
+/// How often the proof loop looks for owners waiting for a list.
+const PROOF_TICK: Duration = Duration::from_millis(50);
+
+/// How long offers must stop before owners waiting after warm-up are listed (or GET).
+const PROOF_SETTLE: Duration = Duration::from_millis(200);
+
+/// Runs the collector's absence proofs (`--bulk-absence-proof`): lists the resources whose
+/// virtual owners the workers handed over, when a list is worth it.
+async fn proof_loop(collector: Arc<Collector<KubeCluster>>) {
+    loop {
+        if collector.pending_proofs() != 0 {
+            let round = collector.prove_absences(PROOF_SETTLE).await;
+            if round.lists != 0 || round.handed_back != 0 {
+                tracing::debug!(?round, "absence proofs");
+            }
+        }
+        tokio::time::sleep(PROOF_TICK).await;
     }
 }
 
