@@ -37,11 +37,13 @@
 //!
 //! # When a list is worth it
 //! A list of `n` objects costs `n / 500` calls; GETs cost one per pending owner. A resource is
-//! listed when its pending owners are at least [`OWNERS_PER_PAGE`] times its pages (at most
-//! 1/20 of a call per owner), or when the workers are about to run out of work and the list is
-//! still cheaper than the GETs; otherwise its owners wait, during warm-up until the graph is
+//! listed as soon as its pending owners are at least [`OWNERS_PER_PAGE`] times its pages (at
+//! most 1/20 of a call per owner); otherwise its owners wait, during warm-up until the graph is
 //! synced (every dependent is then in the graph, and one list proves them all), after it until
-//! offers stop for the settle time, when the cheaper of a list and the GETs is taken.
+//! offers stop for the settle time (or [`MAX_WAIT`]), when the cheaper of a list and the GETs is
+//! taken. Listing earlier for fewer owners would start deletions sooner, but at the API budget
+//! the collector is bound by (kube-controller-manager's default: 40 calls/s) every extra page
+//! delays the last deletion as much as it hastens the first.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -56,10 +58,6 @@ pub const PAGE_SIZE: u32 = 500;
 
 /// A resource is listed as soon as this many pending owners would share each page.
 pub const OWNERS_PER_PAGE: usize = 20;
-
-/// Below this many queued items the workers are about to idle: a list cheaper than the GETs is
-/// taken at once rather than waiting for more owners to share it.
-pub const LOW_WATER: usize = 50;
 
 /// How long a resource whose list failed is left to the GETs.
 pub const RETRY_LIST_AFTER: Duration = Duration::from_secs(30);
@@ -198,7 +196,6 @@ impl<C: Cluster> Collector<C> {
     ) -> (Vec<(Resource, Vec<Pending>)>, Vec<Pending>) {
         let now = Instant::now();
         let warming_up = self.is_warming_up();
-        let backlog = self.attempt_to_delete.len();
         let mut proofs = self.proofs.lock();
         if proofs.declined.len() > proofs.prune_above {
             // Items handed back whose node left the graph (or was observed) before they ran
@@ -224,9 +221,7 @@ impl<C: Cluster> Collector<C> {
             // During warm-up only resources whose list is in the graph: the others' virtual
             // owners may simply not be observed yet.
             let may_list = !failed && (synced.is_some() || !warming_up);
-            let worth_it = pages.is_some_and(|p| {
-                count >= OWNERS_PER_PAGE * p || (backlog < LOW_WATER && count >= p)
-            });
+            let worth_it = pages.is_some_and(|p| count >= OWNERS_PER_PAGE * p);
             let flush = !warming_up && (quiet || now.duration_since(since) >= MAX_WAIT);
             let decision = if failed {
                 Some(false)
