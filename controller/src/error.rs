@@ -16,10 +16,12 @@ pub enum Error {
         #[source]
         source: kube::config::KubeconfigError,
     },
-    /// No usable configuration from `--kubeconfig`, `$KUBECONFIG`, `~/.kube/config` or the
-    /// in-cluster service account.
-    #[error("cannot configure the client: {0}")]
-    Config(#[from] kube::config::InferConfigError),
+    /// No kubeconfig (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`), and no in-cluster
+    /// service account either.
+    #[error(
+        "cannot configure the client: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a cluster: {0}"
+    )]
+    NoConfig(#[from] kube::config::InClusterError),
     /// The kubeconfig names something the client cannot use (a context, a user, a TLS file).
     #[error("cannot use the kubeconfig: {0}")]
     KubeconfigUse(#[from] kube::config::KubeconfigError),

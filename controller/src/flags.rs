@@ -21,9 +21,10 @@ pub const VERSION: &str =
 #[derive(Parser, Debug, Clone)]
 #[command(name = "kube-gc", version = VERSION, about, long_about = None)]
 pub struct Flags {
-    /// Path to a kubeconfig. Without it, $KUBECONFIG, ~/.kube/config, then the in-cluster
-    /// service account are tried, in that order.
-    #[arg(long, env = "KUBECONFIG")]
+    /// Path to a kubeconfig. Without it, the files $KUBECONFIG lists (merged as kubectl merges
+    /// them, missing ones skipped), ~/.kube/config, then the in-cluster service account are
+    /// tried, in that order.
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
 
     /// Workers for attemptToDelete, and as many for attemptToOrphan

@@ -26,6 +26,7 @@ pub mod events;
 pub mod flags;
 pub mod http;
 pub mod kube_cluster;
+pub mod kubeconfig;
 pub mod leader;
 pub mod metrics;
 pub mod run;
@@ -36,17 +37,10 @@ pub use error::{Error, Result};
 pub use flags::Flags;
 pub use run::Controller;
 
-/// Builds a kube-rs client from `--kubeconfig`, `$KUBECONFIG`, `~/.kube/config` or the
-/// in-cluster service account.
+/// Builds a kube-rs client from `--kubeconfig`, the files `$KUBECONFIG` lists, `~/.kube/config`
+/// or the in-cluster service account ([`kubeconfig::client_config`]).
 pub async fn client(flags: &Flags) -> Result<kube::Client> {
-    let config = match &flags.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|source| Error::Kubeconfig { path: path.clone(), source })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
+    let config = kubeconfig::client_config(flags).await?;
     let mut config = config;
     // kube-client retries 429/503/504 itself, up to 15 times with backoff: one unavailable
     // aggregated API group then stalls discovery for minutes. Every caller here retries on
