@@ -207,7 +207,7 @@ fn few_owners_of_a_large_resource_take_the_get() {
 }
 
 /// During warm-up, owners wait: for their resource's list to be in the graph, then for enough
-/// of them to share the list's pages (or the end of warm-up).
+/// of them to share the list's pages (or the end of warm-up); one early list per resource.
 #[test]
 fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
     let cluster = cluster();
@@ -233,6 +233,19 @@ fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(Duration::ZERO));
     assert_eq!((round.lists, round.proven_absent), (1, owners as usize));
+
+    // One early list per resource and warm-up: the owners found after it wait for the sync.
+    let more: Vec<ObjectMeta> =
+        (101..101 + 2 * owners).map(|i| create(&env.cluster, &pods(), pod(i, i))).collect();
+    for p in more {
+        observe(&mut env, p);
+    }
+    env.drain_attempt_to_delete(10_000);
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!((round.lists, round.waiting), (0, 2 * owners as usize));
+    env.collector.finish_warm_up();
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!((round.lists, round.proven_absent), (1, 2 * owners as usize));
 }
 
 /// A cluster whose LIST, past its first page, waits until the test lets it go on, so that the

@@ -38,12 +38,14 @@
 //! # When a list is worth it
 //! A list of `n` objects costs `n / 500` calls; GETs cost one per pending owner. A resource is
 //! listed as soon as its pending owners are at least [`OWNERS_PER_PAGE`] times its pages (at
-//! most 1/20 of a call per owner); otherwise its owners wait, during warm-up until the graph is
-//! synced (every dependent is then in the graph, and one list proves them all), after it until
-//! offers stop for the settle time (or [`MAX_WAIT`]), when the cheaper of a list and the GETs is
-//! taken. Listing earlier for fewer owners would start deletions sooner, but at the API budget
-//! the collector is bound by (kube-controller-manager's default: 40 calls/s) every extra page
-//! delays the last deletion as much as it hastens the first.
+//! most 1/20 of a call per owner), during warm-up once only: that list starts the deletions
+//! (320 owners of 7,900 ReplicaSets keep the workers busy for 8 s at kube-controller-manager's
+//! default budget of 40 calls/s), and the owners found after it wait until the graph is synced,
+//! when every dependent is in the graph and one list proves them all. After warm-up, owners
+//! wait until offers stop for the settle time (or [`MAX_WAIT`]), when the cheaper of a list and
+//! the GETs is taken. Listing more often for fewer owners would start deletions sooner, but the
+//! collector is bound by its API budget, and every extra page delays the last deletion as much
+//! as it hastens the first.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -91,6 +93,8 @@ pub(super) struct Proofs {
     failed_until: HashMap<Resource, Instant>,
     /// `declined` is pruned when it grows past this.
     prune_above: usize,
+    /// Resources listed during the current warm-up (one early list each).
+    listed_in_warm_up: HashSet<Resource>,
 }
 
 /// `declined` is first pruned past this many entries.
@@ -206,6 +210,9 @@ impl<C: Cluster> Collector<C> {
             });
             proofs.prune_above = (proofs.declined.len() * 2).max(PRUNE_DECLINED_ABOVE);
         }
+        if !warming_up {
+            proofs.listed_in_warm_up.clear();
+        }
         let quiet = proofs.last_offer.is_none_or(|t| now.duration_since(t) >= settle);
         let (mut to_list, mut to_hand_back) = (Vec::new(), Vec::new());
         let resources: Vec<Resource> = proofs.pending.keys().cloned().collect();
@@ -221,7 +228,8 @@ impl<C: Cluster> Collector<C> {
             // During warm-up only resources whose list is in the graph: the others' virtual
             // owners may simply not be observed yet.
             let may_list = !failed && (synced.is_some() || !warming_up);
-            let worth_it = pages.is_some_and(|p| count >= OWNERS_PER_PAGE * p);
+            let worth_it = pages.is_some_and(|p| count >= OWNERS_PER_PAGE * p)
+                && !(warming_up && proofs.listed_in_warm_up.contains(&resource));
             let flush = !warming_up && (quiet || now.duration_since(since) >= MAX_WAIT);
             let decision = if failed {
                 Some(false)
@@ -237,6 +245,9 @@ impl<C: Cluster> Collector<C> {
                 Some(list) => {
                     let (_, entries) = proofs.pending.remove(&resource).expect("present");
                     if list {
+                        if warming_up {
+                            proofs.listed_in_warm_up.insert(resource.clone());
+                        }
                         to_list.push((resource, entries));
                     } else {
                         for p in &entries {

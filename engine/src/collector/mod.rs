@@ -360,13 +360,16 @@ impl<C: Cluster> Collector<C> {
         if self.options.skip_observed_verification {
             *self.reasons.lock().entry(key).or_insert(0) |= reason;
         }
-        if reason == REASON_VERIFY {
+        if reason == REASON_VERIFY && !self.options.bulk_absence_proof {
             self.attempt_to_delete.add_urgent(key);
         } else {
             // Garbage found (a dependent of an owner just deleted or found absent, a
             // foreground deletion): before the next verification, so that collection starts
             // with the first absent owner rather than after every verification (at 20 qps,
-            // 1,000 virtual owners are 50 s of GETs).
+            // 1,000 virtual owners are 50 s of GETs). With bulk proofs a verification costs
+            // no call when it runs (the prover takes it), so it goes first too: every owner
+            // waiting for a list is known at once, and one list proves them together instead
+            // of several lists the few that trickle out from behind the deletions.
             self.attempt_to_delete.add_urgent_first(key);
         }
     }
