@@ -334,7 +334,7 @@ fn merge(into: &mut Vec<Sample>, samples: Vec<Sample>) {
 /// One line per sample, for progress output.
 pub fn line(s: &Sample) -> String {
     format!(
-        "workers {:>3}  latency {:>3} ms  qps {:<11} {} of {} dependents in {:>8.2} s ({:>7.0}/s){}  calls: {} get, {} delete, {} patch, {} event  (synced in {:.1} s)",
+        "workers {:>3}  latency {:>3} ms  qps {:<11} {} of {} dependents in {:>8.2} s ({:>7.0}/s){}  calls: {} get, {} list, {} delete, {} patch, {} event  (synced in {:.1} s)",
         s.workers,
         s.latency_ms,
         s.limit.label,
@@ -344,6 +344,7 @@ pub fn line(s: &Sample) -> String {
         s.per_second(),
         if s.complete { "" } else { " TIMED OUT" },
         s.calls.get,
+        s.calls.list,
         s.calls.delete,
         s.calls.patch,
         s.calls.event,

@@ -136,6 +136,18 @@ impl Running {
         }
     }
 
+    /// kube-gc's proof LISTs so far (`kube_gc_api_calls_total{verb="list",purpose="proof"}`):
+    /// the server counts them with the watchers' LISTs. `None` for upstream.
+    pub fn proof_lists(&self) -> Option<u64> {
+        let text = http_get(self.debug_addr?, "/metrics")?;
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("kube_gc_api_calls_total{verb=\"list\",purpose=\"proof\"} ")
+            })
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|v| v as u64)
+    }
+
     /// Peak resident set size so far (`VmHWM`), in bytes.
     pub fn peak_rss(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
@@ -205,6 +217,16 @@ fn free_port() -> u16 {
 
 /// The status code of a plain HTTP GET (kube-gc's debug server), or `None` if it does not
 /// answer yet.
+/// The body of a plain HTTP/1.0 GET.
+fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.split_once("\r\n\r\n").map(|(_, body)| body.to_owned())
+}
+
 fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;

@@ -96,6 +96,8 @@ struct Figures {
     first_garbage_deleted_s: Option<f64>,
     all_garbage_deleted_s: f64,
     warm_up_calls: std::collections::BTreeMap<String, u64>,
+    /// kube-gc's LISTs that proved owners absent (counted by the server among the LISTs).
+    proof_lists: Option<u64>,
     peak_rss_bytes: u64,
     cascade_deployments: usize,
     cascade_objects: usize,
@@ -188,6 +190,7 @@ async fn one_run(
     let all_garbage_deleted_s = secs(last).unwrap_or(0.0);
     eprintln!("[bench] {which}: all garbage deleted after {all_garbage_deleted_s:.2} s");
     let warm_up_calls = Calls::scrape(client).await?.since(&before);
+    let proof_lists = running.proof_lists();
 
     let expected = Counts { pods: counts_before.pods - plan.garbage_pods(), ..counts_before };
     let after = counts(client).await?;
@@ -205,6 +208,7 @@ async fn one_run(
         first_garbage_deleted_s: secs(first),
         all_garbage_deleted_s,
         warm_up_calls: warm_up_calls.0,
+        proof_lists,
         ..Figures::default()
     };
     if cascade {
@@ -316,9 +320,12 @@ fn print_table(all: &[Figures], plan: &Plan) {
     for v in VERBS {
         print!(" {:>7}", v.to_lowercase());
     }
-    println!(" {:>8} {:>9} {:>8}", "calls", "peak RSS", "B/object");
+    println!(" {:>8} {:>6} {:>9} {:>8}", "calls", "/garb.", "peak RSS", "B/object");
     for f in all {
         let calls = Calls(f.warm_up_calls.clone());
+        // The collector's calls per garbage Pod: reads and writes, and kube-gc's proof LISTs
+        // (the watchers' LISTs, kube-gc's and upstream's informers', not counted).
+        let collecting = calls.total() - calls.get("LIST") + f.proof_lists.unwrap_or(0);
         print!(
             "{:<9} {:>9} {:>7.2}s {:>9.2}s {:>9.2}s",
             f.collector,
@@ -331,10 +338,34 @@ fn print_table(all: &[Figures], plan: &Plan) {
             print!(" {:>7}", calls.get(v));
         }
         println!(
-            " {:>8} {:>7}Mi {:>8}",
+            " {:>8} {:>6.2} {:>7}Mi {:>8}",
             calls.total(),
+            collecting as f64 / f.garbage_pods.max(1) as f64,
             f.peak_rss_bytes >> 20,
             f.peak_rss_bytes / f.objects.max(1) as u64
+        );
+    }
+    for f in all.iter().filter(|f| f.proof_lists.is_some()) {
+        println!(
+            "{}: {} of the LISTs proved owners absent",
+            f.collector,
+            f.proof_lists.unwrap_or(0)
+        );
+    }
+    // kube-controller-manager >= 1.23 runs its collector at twice --kube-api-qps: the least
+    // time upstream's measured reads and writes would take there, after its sync.
+    for f in all.iter().filter(|f| f.collector == "upstream") {
+        let calls = Calls(f.warm_up_calls.clone());
+        let collecting = (calls.total() - calls.get("LIST")) as f64;
+        let floor =
+            f.synced_s + (collecting - f64::from(f.burst)).max(0.0) / (2.0 * f64::from(f.qps));
+        println!(
+            "upstream >= 1.23 at {}/{} (its {} reads and writes at {}/s): all garbage >= {:.1} s",
+            f.qps,
+            f.burst,
+            collecting,
+            2 * f.qps,
+            floor
         );
     }
     let cascades: Vec<_> = all.iter().filter(|f| f.cascade_s.is_some()).collect();

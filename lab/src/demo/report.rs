@@ -9,6 +9,10 @@ use super::*;
 pub struct Calls {
     /// GETs.
     pub get: u64,
+    /// LIST pages read to prove owners absent (`--bulk-absence-proof`; absent from figures
+    /// saved before it).
+    #[serde(default)]
+    pub list: u64,
     /// PATCHes.
     pub patch: u64,
     /// DELETEs.
@@ -21,6 +25,7 @@ impl Calls {
     pub(crate) fn read(c: &ApiCallCounts) -> Calls {
         Calls {
             get: c.get.load(Ordering::Relaxed),
+            list: c.list.load(Ordering::Relaxed),
             patch: c.patch.load(Ordering::Relaxed),
             delete: c.delete.load(Ordering::Relaxed),
             event: c.event.load(Ordering::Relaxed),
@@ -30,6 +35,7 @@ impl Calls {
     pub(crate) fn since(self, before: Calls) -> Calls {
         Calls {
             get: self.get - before.get,
+            list: self.list - before.list,
             patch: self.patch - before.patch,
             delete: self.delete - before.delete,
             event: self.event - before.event,
@@ -38,7 +44,7 @@ impl Calls {
 
     /// All calls together.
     pub fn total(&self) -> u64 {
-        self.get + self.patch + self.delete + self.event
+        self.get + self.list + self.patch + self.delete + self.event
     }
 }
 
@@ -104,11 +110,12 @@ impl Report {
 
     /// The summary: a plain-text table, then the warm-up figures.
     pub fn table(&self) -> String {
-        let mut rows: Vec<[String; 8]> = vec![[
+        let mut rows: Vec<[String; 9]> = vec![[
             "phase".into(),
             "objects".into(),
             "seconds".into(),
             "get".into(),
+            "list".into(),
             "patch".into(),
             "delete".into(),
             "event".into(),
@@ -121,6 +128,7 @@ impl Report {
                 thousands(p.objects),
                 format!("{:.2}", p.seconds),
                 c(|c| c.get),
+                c(|c| c.list),
                 c(|c| c.patch),
                 c(|c| c.delete),
                 c(|c| c.event),
@@ -131,14 +139,14 @@ impl Report {
             ]);
         }
         let widths: Vec<usize> =
-            (0..7).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+            (0..8).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
         let mut out = String::new();
         for r in &rows {
             let _ = write!(out, "{:<w$}", r[0], w = widths[0]);
-            for i in 1..7 {
+            for i in 1..8 {
                 let _ = write!(out, "  {:>w$}", r[i], w = widths[i]);
             }
-            let _ = writeln!(out, "  {}", r[7]);
+            let _ = writeln!(out, "  {}", r[8]);
         }
         let w = &self.warm_up;
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
