@@ -7,16 +7,10 @@ use kube_gc::{Controller, Flags};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Maps klog-style `-v` levels to tracing filters: V(2) decisions are `debug`, V(5) `trace`.
-fn filter(verbosity: u8) -> tracing_subscriber::EnvFilter {
-    let ours = match verbosity {
-        0..=1 => "info",
-        2..=4 => "debug",
-        _ => "trace",
-    };
-    let default = format!("warn,kube_gc={ours},kube_gc_engine={ours}");
+/// The log filter: `KUBE_GC_LOG` (tracing's syntax) if set, else `-v` and `--vmodule`.
+fn filter(flags: &Flags) -> tracing_subscriber::EnvFilter {
     tracing_subscriber::EnvFilter::try_from_env("KUBE_GC_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(flags.log_filter()))
 }
 
 async fn shutdown_signal() {
@@ -36,7 +30,16 @@ async fn shutdown_signal() {
 
 fn main() -> std::process::ExitCode {
     let flags = Flags::parse();
-    tracing_subscriber::fmt().with_env_filter(filter(flags.verbosity)).init();
+    // To stderr, as klog; colours only for a terminal (a log file or `kubectl logs` gets none).
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter(&flags))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if flags.logging_format == "json" {
+        logs.json().flatten_event(true).init();
+    } else {
+        logs.init();
+    }
     if let Err(e) = flags.validate() {
         eprintln!("kube-gc: {e}");
         return std::process::ExitCode::from(2);
