@@ -7,9 +7,10 @@ use kube_gc::{Controller, Flags};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The log filter: `KUBE_GC_LOG` (tracing's syntax) if set, else `-v` and `--vmodule`.
+/// The log filter: `KUBE_GC_LOG`, else `RUST_LOG` (tracing's syntax), else `-v` and `--vmodule`.
 fn filter(flags: &Flags) -> tracing_subscriber::EnvFilter {
     tracing_subscriber::EnvFilter::try_from_env("KUBE_GC_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(flags.log_filter()))
 }
 
