@@ -374,3 +374,22 @@ fn an_owner_offered_while_a_list_runs_waits_for_the_next_list() {
     assert!(env.cluster.inner.object(&pods(), "ns1", "pod-2").is_some());
     assert!(env.cluster.inner.object(&pods(), "ns1", "pod-1").is_none());
 }
+
+/// An owner observed after it was offered (its resource's list reached the graph meanwhile)
+/// needs no proof: no list is spent on it, and its item goes back to be skipped.
+#[test]
+fn owners_observed_since_they_were_offered_cost_no_list() {
+    let cluster = cluster();
+    let owner = create(&cluster, &replicasets(), rs(1));
+    let stored = create(&cluster, &pods(), pod(1, 1));
+    let mut env = Env::new(cluster, options());
+    observe(&mut env, stored);
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 1);
+    observe(&mut env, owner);
+    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    assert_eq!((round.lists, round.handed_back), (0, 1));
+    env.drain_attempt_to_delete(10_000);
+    assert!(env.cluster.calls().is_empty(), "{:#?}", env.cluster.calls());
+    assert!(env.cluster.object(&pods(), "ns1", "pod-1").is_some());
+}

@@ -95,6 +95,9 @@ pub(super) struct Proofs {
     prune_above: usize,
     /// Resources listed during the current warm-up (one early list each).
     listed_in_warm_up: HashSet<Resource>,
+    /// Whether the last round ran during warm-up, and when warm-up was last seen ending.
+    warming_up: bool,
+    warm_up_ended: Option<Instant>,
 }
 
 /// `declined` is first pruned past this many entries.
@@ -212,15 +215,37 @@ impl<C: Cluster> Collector<C> {
         }
         if !warming_up {
             proofs.listed_in_warm_up.clear();
+            if proofs.warming_up {
+                proofs.warm_up_ended = Some(now);
+            }
         }
+        proofs.warming_up = warming_up;
+        let ended = proofs.warm_up_ended;
         let quiet = proofs.last_offer.is_none_or(|t| now.duration_since(t) >= settle);
-        let (mut to_list, mut to_hand_back) = (Vec::new(), Vec::new());
+        let (mut to_list, mut to_hand_back) = (Vec::new(), Vec::<Pending>::new());
         let resources: Vec<Resource> = proofs.pending.keys().cloned().collect();
+        let graph = &self.graph;
         for resource in resources {
             let (since, count) = {
-                let (since, entries) = &proofs.pending[&resource];
+                let (since, entries) = proofs.pending.get_mut(&resource).expect("present");
+                // Owners the informers have observed since they were offered (their resource's
+                // list reached the graph meanwhile) need no proof: their items go back, to be
+                // skipped or decided on the object. Without this a list would be spent on owners
+                // that all exist (7,900 Deployments at 100k objects, once).
+                let (still, observed): (Vec<Pending>, Vec<Pending>) =
+                    std::mem::take(entries).into_iter().partition(|p| {
+                        graph
+                            .node(p.key.uid)
+                            .is_some_and(|n| n.incarnation == p.key.incarnation && n.is_virtual)
+                    });
+                *entries = still;
+                to_hand_back.extend(observed);
                 (*since, entries.len())
             };
+            if count == 0 {
+                proofs.pending.remove(&resource);
+                continue;
+            }
             let synced = proofs.listed.get(&resource.object_type()).copied();
             let size = synced.or_else(|| proofs.sizes.get(&resource).copied());
             let pages = size.map(|n| n.div_ceil(PAGE_SIZE as usize).max(1));
@@ -230,7 +255,10 @@ impl<C: Cluster> Collector<C> {
             let may_list = !failed && (synced.is_some() || !warming_up);
             let worth_it = pages.is_some_and(|p| count >= OWNERS_PER_PAGE * p)
                 && !(warming_up && proofs.listed_in_warm_up.contains(&resource));
-            let flush = !warming_up && (quiet || now.duration_since(since) >= MAX_WAIT);
+            // Owners waiting since before the sync have waited for the sync, not for the
+            // settle: the longest wait counts from whichever came last.
+            let waited_since = ended.map_or(since, |e| e.max(since));
+            let flush = !warming_up && (quiet || now.duration_since(waited_since) >= MAX_WAIT);
             let decision = if failed {
                 Some(false)
             } else if may_list && worth_it {
