@@ -1,5 +1,6 @@
-//! The debug server: `/healthz`, `/readyz`, `/metrics`, and upstream's graph dump at
-//! `/debug/controllers/garbagecollector/graph` (GC-SPEC.md §7).
+//! The debug server: `/healthz`, `/readyz`, `/metrics`, upstream's graph dump at
+//! `/debug/controllers/garbagecollector/graph` (GC-SPEC.md §7), and kube-gc's `…/tree` and
+//! `…/blast-radius` of one object (`inspect.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,6 +49,11 @@ pub fn router(state: DebugState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/debug/controllers/garbagecollector/graph", get(graph))
+        .route("/debug/controllers/garbagecollector/tree", get(crate::inspect::tree_handler))
+        .route(
+            "/debug/controllers/garbagecollector/blast-radius",
+            get(crate::inspect::blast_radius_handler),
+        )
         .with_state(state)
 }
 

@@ -25,6 +25,7 @@ pub mod error;
 pub mod events;
 pub mod flags;
 pub mod http;
+pub mod inspect;
 pub mod kube_cluster;
 pub mod kubeconfig;
 pub mod leader;

@@ -99,6 +99,8 @@ pub struct Controller {
     /// The number of the next watcher run (see `WatchSource::generation`).
     next_generation: u64,
     ignored: BTreeSet<String>,
+    /// What the debug server reads (tests call `crate::http::router` on it directly).
+    pub debug: DebugState,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -167,8 +169,9 @@ impl Controller {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| crate::Error::Bind { addr, source })?;
+        let router = crate::http::router(debug.clone());
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, crate::http::router(debug)).await {
+            if let Err(e) = axum::serve(listener, router).await {
                 tracing::error!(error = %e, "debug server failed");
             }
         }));
@@ -187,6 +190,7 @@ impl Controller {
             watchers: HashMap::new(),
             next_generation: 1,
             ignored,
+            debug,
             tasks,
         })
     }

@@ -53,6 +53,7 @@ pub mod error;
 pub mod graph;
 pub mod identity;
 pub mod ingest;
+pub mod inspect;
 pub mod meta;
 pub mod patch;
 pub mod queue;

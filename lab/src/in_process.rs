@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 pub struct InProcess {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
+    debug: kube_gc::http::DebugState,
 }
 
 impl InProcess {
@@ -25,11 +26,18 @@ impl InProcess {
         let flags = <kube_gc::Flags as clap::Parser>::try_parse_from(args)?;
         let client = kube_gc::client(&flags).await?;
         let controller = kube_gc::Controller::start(flags, client).await?;
+        let debug = controller.debug.clone();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(controller.run(async move {
             let _ = rx.await;
         }));
-        Ok(InProcess { stop: Some(tx), task })
+        Ok(InProcess { stop: Some(tx), task, debug })
+    }
+
+    /// What its debug server reads: serve it with `kube_gc::http::router` (tests call the
+    /// router directly rather than find its port).
+    pub fn debug(&self) -> &kube_gc::http::DebugState {
+        &self.debug
     }
 
     /// The command line the chaos suite and the tests start kube-gc with against a

@@ -137,3 +137,74 @@ async fn kube_gc_should_honour_each_propagation_policy() {
 
     gc.stop().await;
 }
+
+/// Asks kube-gc's debug server (its router, in-process) for `path`; the JSON answer.
+async fn debug_json(gc: &Gc, path: &str) -> serde_json::Value {
+    use tower::ServiceExt;
+    let router = kube_gc::http::router(gc.gc.debug().clone());
+    let response = router
+        .oneshot(http::Request::get(path).body(axum::body::Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
+fn names_in(v: &serde_json::Value) -> Vec<String> {
+    let mut names: Vec<String> =
+        v.as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap().to_owned()).collect();
+    names.sort();
+    names
+}
+
+/// The blast radius kube-gc reports for a background delete is exactly what that delete then
+/// removes: the owner, a dependent, that dependent's own dependent; and a dependent with a
+/// second, live owner is reported kept, and is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_blast_radius_is_what_a_background_delete_removes() {
+    let sim = start().await;
+    let c = client(&sim).await;
+    let (cms, pods) = apis(&c).await;
+    let root = cms.create(&PostParams::default(), &cm("root")).await.unwrap();
+    let other = cms.create(&PostParams::default(), &cm("other")).await.unwrap();
+    let a = pods.create(&PostParams::default(), &owned_pod("a", &root, false)).await.unwrap();
+    let mut b = owned_pod("b", &root, false);
+    let mut refs = b.metadata.owner_references.take().unwrap();
+    refs.extend(owned_pod("x", &other, false).metadata.owner_references.unwrap());
+    b.metadata.owner_references = Some(refs);
+    pods.create(&PostParams::default(), &b).await.unwrap();
+    let c_pod: Pod = serde_json::from_value(json!({"metadata": {"name": "c", "ownerReferences": [{
+        "apiVersion": "v1", "kind": "Pod", "name": "a", "uid": a.metadata.uid,
+    }]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &c_pod).await.unwrap();
+
+    let gc = Gc::start(&sim).await;
+    let uid = root.metadata.uid.clone().unwrap();
+    eventually("kube-gc has synced", || async {
+        gc.gc.debug().ready.load(std::sync::atomic::Ordering::Acquire)
+    })
+    .await;
+    let radius =
+        debug_json(&gc, &format!("/debug/controllers/garbagecollector/blast-radius?uid={uid}"))
+            .await;
+    assert_eq!(names_in(&radius["deleted"]), ["a", "c", "root"], "{radius:#}");
+    assert_eq!(names_in(&radius["kept"]), ["b"], "{radius:#}");
+    assert_eq!(radius["kept"][0]["keptBy"][0]["name"], "other");
+    let tree =
+        debug_json(&gc, &format!("/debug/controllers/garbagecollector/tree?uid={uid}")).await;
+    assert_eq!(names_in(&tree["down"]["children"]), ["a", "b"], "{tree:#}");
+
+    cms.delete("root", &DeleteParams::background()).await.unwrap();
+    eventually("a goes", || gone(&pods, "a")).await;
+    eventually("c goes", || gone(&pods, "c")).await;
+    // Everything in the radius is gone; what it kept stays (with its other owner).
+    assert!(gone(&cms, "root").await);
+    let b = pods.get("b").await.expect("b is kept");
+    let owners: Vec<String> =
+        b.metadata.owner_references.unwrap_or_default().into_iter().map(|r| r.name).collect();
+    assert!(owners.contains(&"other".to_owned()), "{owners:?}");
+    assert!(cms.get("other").await.is_ok());
+    gc.stop().await;
+}
