@@ -13,7 +13,7 @@ use futures::FutureExt;
 use kube::Client;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::Resource;
-use kube_gc_engine::collector::{Collector, CollectorOptions};
+use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::queue::WorkQueue;
 use kube_gc_engine::{Graph, GraphBuilder, GraphChanges, Ingester, WatchSource};
@@ -421,15 +421,12 @@ impl Controller {
 /// How often the proof loop looks for owners waiting for a list.
 const PROOF_TICK: Duration = Duration::from_millis(50);
 
-/// How long offers must stop before owners waiting after warm-up are listed (or GET).
-const PROOF_SETTLE: Duration = Duration::from_millis(200);
-
 /// Runs the collector's absence proofs (`--bulk-absence-proof`): lists the resources whose
 /// virtual owners the workers handed over, when a list is worth it.
 async fn proof_loop(collector: Arc<Collector<KubeCluster>>) {
     loop {
         if collector.pending_proofs() != 0 {
-            let round = collector.prove_absences(PROOF_SETTLE).await;
+            let round = collector.prove_absences(ProofWaits::default()).await;
             if round.lists != 0 || round.handed_back != 0 {
                 tracing::debug!(?round, "absence proofs");
             }

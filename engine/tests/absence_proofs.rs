@@ -14,8 +14,8 @@ use kube_gc_engine::Uid;
 use kube_gc_engine::cluster::{
     Cluster, ClusterError, DeleteOptions, ListPage, Patch, Resource, WarningEvent,
 };
-use kube_gc_engine::collector::CollectorOptions;
 use kube_gc_engine::collector::absence_proofs::{OWNERS_PER_PAGE, PAGE_SIZE};
+use kube_gc_engine::collector::{CollectorOptions, ProofWaits};
 use kube_gc_engine::{Event, EventType, Ingester, ObjectMeta, ObjectType, OwnerReference};
 use kube_gc_testkit::{Call, MemoryCluster, Verb, resource};
 
@@ -119,7 +119,7 @@ fn one_list_proves_every_missing_owner_and_only_those() {
     assert_eq!(env.collector.pending_proofs(), 4);
     assert!(env.cluster.calls().is_empty(), "offering costs no call");
 
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.lists, round.pages, round.proven_absent, round.handed_back), (1, 1, 3, 1));
     env.drain_attempt_to_delete(10_000);
     let calls = env.cluster.take_calls();
@@ -146,7 +146,7 @@ fn a_name_held_by_another_uid_proves_the_owner_absent() {
     let mut env = Env::new(cluster, options());
     observe(&mut env, stored);
     env.drain_attempt_to_delete(10_000);
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!(round.proven_absent, 1);
     env.drain_attempt_to_delete(10_000);
     assert!(env.cluster.object(&pods(), "ns1", "pod-1").is_none());
@@ -169,7 +169,7 @@ fn a_failed_list_leaves_its_owners_to_the_get() {
         observe(&mut env, p);
     }
     env.drain_attempt_to_delete(10_000);
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.proven_absent, round.handed_back), (0, 3));
     env.drain_attempt_to_delete(10_000);
     let calls = env.cluster.take_calls();
@@ -198,7 +198,7 @@ fn few_owners_of_a_large_resource_take_the_get() {
         observe(&mut env, p);
     }
     env.drain_attempt_to_delete(10_000);
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.lists, round.handed_back), (0, 2));
     env.drain_attempt_to_delete(10_000);
     let calls = env.cluster.take_calls();
@@ -220,18 +220,18 @@ fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
         observe(&mut env, p);
     }
     env.drain_attempt_to_delete(10_000);
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::default()));
     assert_eq!(
         (round.lists, round.waiting),
         (0, owners as usize - 1),
         "ReplicaSets not listed yet"
     );
     env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 10);
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::default()));
     assert_eq!(round.lists, 0, "one short of {OWNERS_PER_PAGE} owners per page");
     observe(&mut env, last);
     env.drain_attempt_to_delete(10_000);
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::default()));
     assert_eq!((round.lists, round.proven_absent), (1, owners as usize));
 
     // One early list per resource and warm-up: the owners found after it wait for the sync.
@@ -241,11 +241,42 @@ fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
         observe(&mut env, p);
     }
     env.drain_attempt_to_delete(10_000);
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::default()));
     assert_eq!((round.lists, round.waiting), (0, 2 * owners as usize));
     env.collector.finish_warm_up();
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.lists, round.proven_absent), (1, 2 * owners as usize));
+}
+
+/// A warm-up held open past the wait (a resource that never syncs): owners of a resource whose
+/// list is in the graph are settled (here a list, cheaper than the GETs), the others take the
+/// GET; none waits for a sync that does not come.
+#[test]
+fn a_warm_up_held_open_does_not_hold_the_owners() {
+    let cluster = cluster();
+    cluster.register(resource("example.com/v1", "widgets", "Widget", true));
+    let stored: Vec<ObjectMeta> = (1..=3).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
+    let mut widget_owned = pod(9, 9);
+    widget_owned.owner_references[0].api_version = "example.com/v1".into();
+    widget_owned.owner_references[0].kind = "Widget".into();
+    let widget_owned = create(&cluster, &pods(), widget_owned);
+    let mut env = Env::new(cluster, CollectorOptions { early_collection: true, ..options() });
+    env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 10);
+    for p in stored {
+        observe(&mut env, p);
+    }
+    observe(&mut env, widget_owned);
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 4);
+    let held_open = ProofWaits { warm_up_max_wait: Duration::ZERO, ..ProofWaits::default() };
+    let round = block_on(env.collector.prove_absences(held_open));
+    assert_eq!((round.lists, round.proven_absent, round.handed_back), (1, 3, 1));
+    env.drain_attempt_to_delete(10_000);
+    let calls = env.cluster.take_calls();
+    let gets: Vec<String> =
+        calls.iter().filter(|c| c.verb() == Verb::Get).map(|c| c.action()).collect();
+    assert_eq!(gets, ["get example.com/v1, Resource=widgets ns=ns1 name=rs-9"]);
+    assert_eq!(count(&calls, Verb::Delete), 4, "early collection goes on: {calls:#?}");
 }
 
 /// A cluster whose LIST, past its first page, waits until the test lets it go on, so that the
@@ -360,15 +391,17 @@ fn an_owner_offered_while_a_list_runs_waits_for_the_next_list() {
         late_owner.set(Some(collector.pending_proofs()));
         cluster.go_on.store(true, Ordering::SeqCst);
     };
-    let (round, ()) =
-        block_on(futures::future::join(collector.prove_absences(Duration::ZERO), during_the_list));
+    let (round, ()) = block_on(futures::future::join(
+        collector.prove_absences(ProofWaits::NONE),
+        during_the_list,
+    ));
     assert_eq!(late_owner.get(), Some(1), "rs-2's verification was offered during the list");
     assert_eq!(round.proven_absent, 1, "rs-1 only");
     assert!(is_virtual(&env, 2), "rs-2 is still waiting, not judged by a list that predates it");
     assert_eq!(env.collector.pending_proofs(), 1);
 
     // The next list holds it: rs-2 goes to the GET, its Pod stays.
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.proven_absent, round.handed_back), (0, 1));
     env.drain_attempt_to_delete(10_000);
     assert!(env.cluster.inner.object(&pods(), "ns1", "pod-2").is_some());
@@ -387,7 +420,7 @@ fn owners_observed_since_they_were_offered_cost_no_list() {
     env.drain_attempt_to_delete(10_000);
     assert_eq!(env.collector.pending_proofs(), 1);
     observe(&mut env, owner);
-    let round = block_on(env.collector.prove_absences(Duration::ZERO));
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.lists, round.handed_back), (0, 1));
     env.drain_attempt_to_delete(10_000);
     assert!(env.cluster.calls().is_empty(), "{:#?}", env.cluster.calls());

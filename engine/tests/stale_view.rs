@@ -364,7 +364,8 @@ impl World {
     /// pending events. Returns whether it did anything.
     fn prove(&mut self) -> bool {
         self.verdicts.lagging.store(!self.pending.is_empty(), Ordering::SeqCst);
-        let round = block_on(self.collector.prove_absences(std::time::Duration::ZERO));
+        let round =
+            block_on(self.collector.prove_absences(kube_gc_engine::collector::ProofWaits::NONE));
         self.pending.extend(self.changes.drain(usize::MAX));
         self.observe_changes();
         round.lists + round.handed_back != 0

@@ -17,12 +17,11 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
-use kube_gc_engine::collector::{Collector, CollectorOptions};
+use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
 use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use kube_gc_engine::{Event, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid};
 use kube_gc_testkit::MemoryCluster;
@@ -663,7 +662,7 @@ impl World {
 
     /// One round of absence proofs, settling at once.
     fn prove(&mut self) -> usize {
-        let round = block_on(self.collector.prove_absences(Duration::ZERO));
+        let round = block_on(self.collector.prove_absences(ProofWaits::NONE));
         round.lists + round.handed_back
     }
 

@@ -42,7 +42,7 @@
 //! (320 owners of 7,900 ReplicaSets keep the workers busy for 8 s at kube-controller-manager's
 //! default budget of 40 calls/s), and the owners found after it wait until the graph is synced,
 //! when every dependent is in the graph and one list proves them all. After warm-up, owners
-//! wait until offers stop for the settle time (or [`MAX_WAIT`]), when the cheaper of a list and
+//! wait until offers stop for the settle time (or [`ProofWaits::max_wait`]), when the cheaper of a list and
 //! the GETs is taken. Listing more often for fewer owners would start deletions sooner, but the
 //! collector is bound by its API budget, and every extra page delays the last deletion as much
 //! as it hastens the first.
@@ -64,8 +64,41 @@ pub const OWNERS_PER_PAGE: usize = 20;
 /// How long a resource whose list failed is left to the GETs.
 pub const RETRY_LIST_AFTER: Duration = Duration::from_secs(30);
 
-/// After warm-up, the longest an owner waits for more to share its list.
-pub const MAX_WAIT: Duration = Duration::from_secs(2);
+/// How long owners wait for others to share a list (the controller's values are the
+/// [`Default`]; tests may shorten them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProofWaits {
+    /// After warm-up, how long offers must have stopped before the waiting owners are settled
+    /// (listed, or sent to the GET).
+    pub settle: Duration,
+    /// After warm-up, the longest an owner waits (counted from the end of warm-up for owners
+    /// offered before it).
+    pub max_wait: Duration,
+    /// During warm-up, the longest an owner waits for the sync: past it, the owners of a
+    /// resource whose list is in the graph are settled as after warm-up, and the others go to
+    /// the GET. This is what keeps early collection alive when one resource never syncs
+    /// (warm-up then lasts `--initial-sync-timeout`); a normal warm-up ends well before it.
+    pub warm_up_max_wait: Duration,
+}
+
+impl Default for ProofWaits {
+    fn default() -> ProofWaits {
+        ProofWaits {
+            settle: Duration::from_millis(200),
+            max_wait: Duration::from_secs(2),
+            warm_up_max_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ProofWaits {
+    /// No waiting: every round settles every owner it can (tests).
+    pub const NONE: ProofWaits = ProofWaits {
+        settle: Duration::ZERO,
+        max_wait: Duration::ZERO,
+        warm_up_max_wait: Duration::ZERO,
+    };
+}
 
 /// An owner waiting for a proof.
 #[derive(Clone, Debug)]
@@ -175,12 +208,12 @@ impl<C: Cluster> Collector<C> {
 
     /// Runs one round of proofs: lists the resources whose waiting owners make a list worth it
     /// (see the module docs), proves absent the owners the lists do not hold, and hands the
-    /// rest back to the GET. `settle` is how long offers must have stopped before owners after
+    /// rest back to the GET. `waits` says how long owners wait for others to share a list
     /// warm-up stop waiting. Call it repeatedly (the controller does, every few tens of
     /// milliseconds); with nothing pending it returns at once.
-    pub async fn prove_absences(&self, settle: Duration) -> ProofRound {
+    pub async fn prove_absences(&self, waits: ProofWaits) -> ProofRound {
         let mut round = ProofRound::default();
-        let (to_list, to_hand_back) = self.choose_lists(settle, &mut round);
+        let (to_list, to_hand_back) = self.choose_lists(waits, &mut round);
         self.hand_back(&to_hand_back);
         round.handed_back += to_hand_back.len();
         let lists =
@@ -198,7 +231,7 @@ impl<C: Cluster> Collector<C> {
     #[allow(clippy::type_complexity)]
     fn choose_lists(
         &self,
-        settle: Duration,
+        waits: ProofWaits,
         round: &mut ProofRound,
     ) -> (Vec<(Resource, Vec<Pending>)>, Vec<Pending>) {
         let now = Instant::now();
@@ -221,7 +254,7 @@ impl<C: Cluster> Collector<C> {
         }
         proofs.warming_up = warming_up;
         let ended = proofs.warm_up_ended;
-        let quiet = proofs.last_offer.is_none_or(|t| now.duration_since(t) >= settle);
+        let quiet = proofs.last_offer.is_none_or(|t| now.duration_since(t) >= waits.settle);
         let (mut to_list, mut to_hand_back) = (Vec::new(), Vec::<Pending>::new());
         let resources: Vec<Resource> = proofs.pending.keys().cloned().collect();
         let graph = &self.graph;
@@ -258,11 +291,20 @@ impl<C: Cluster> Collector<C> {
             // Owners waiting since before the sync have waited for the sync, not for the
             // settle: the longest wait counts from whichever came last.
             let waited_since = ended.map_or(since, |e| e.max(since));
-            let flush = !warming_up && (quiet || now.duration_since(waited_since) >= MAX_WAIT);
+            let flush = if warming_up {
+                now.duration_since(since) >= waits.warm_up_max_wait
+            } else {
+                quiet || now.duration_since(waited_since) >= waits.max_wait
+            };
             let decision = if failed {
                 Some(false)
             } else if may_list && worth_it {
                 Some(true)
+            } else if flush && warming_up && synced.is_none() {
+                // A warm-up that outlasts the wait (a resource that never syncs holds it open):
+                // these owners' own list is not in the graph, so they take the GET, as they
+                // would without proofs.
+                Some(false)
             } else if flush {
                 // The cheaper of one list and a GET per owner (unknown size: list, and learn).
                 Some(pages.is_none_or(|p| p <= count))

@@ -41,7 +41,7 @@ use crate::ingest::{Enqueue, Event, IngestOutput};
 use crate::queue::WorkQueue;
 use crate::sync::{Arc, Mutex};
 
-pub use absence_proofs::ProofRound;
+pub use absence_proofs::{ProofRound, ProofWaits};
 pub use attempt_to_delete::DeleteItemResult;
 pub use orphaned_owners::OrphanedOwners;
 
