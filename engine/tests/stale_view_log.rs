@@ -901,3 +901,22 @@ fn removing_the_blocking_one_of_two_references_lets_foreground_deletion_finish()
     ];
     run(&ops, true).unwrap();
 }
+
+/// A cluster-scoped Node naming a Deployment (an invalid reference, which upstream never
+/// decides on once it observes the Node), reached first as the virtual owner of that
+/// Deployment because the Deployments' watch delivered before the Nodes': the Node is kept.
+/// (Upstream classifies it in the Deployment's namespace there, finds the named Deployment
+/// dangling, and deletes the Node; found by the long run of the property above.)
+#[test]
+fn a_cluster_scoped_object_reached_as_a_virtual_owner_keeps_its_invalid_reference() {
+    let ops = [
+        Op::Create { slot: 5, owners: vec![(0, false, false)] },
+        Op::Create { slot: 0, owners: vec![(5, false, false)] },
+        Op::DeliverResource { slot: 5, per_256: 0 },
+        Op::Deliver { per_256: 128 },
+        Op::Work { n: 1, orphan: false },
+        Op::Prove { listed: false },
+        Op::Work { n: 1, orphan: false },
+    ];
+    run(&ops, false).unwrap();
+}

@@ -196,7 +196,26 @@ impl<C: Cluster> Collector<C> {
             tracing::debug!(item = %identity, "item doesn't have an owner, continue on next item");
             return Ok(DeleteItemResult::Kept);
         }
-        let c = self.classify_references(identity, &owners).await?;
+        // Divergence from upstream: a virtual item read live is classified in the namespace
+        // the object lives in, not the one its virtual node borrowed from the dependent that
+        // named it. Upstream classifies a cluster-scoped object reached as a virtual node with
+        // that dependent's namespace, so its invalid reference to a namespaced owner (which
+        // upstream never decides on once the object is observed: a cluster-scoped object cannot
+        // have a namespaced owner) is looked up in that namespace and may be found dangling,
+        // and the object deleted: whether it is depends only on which watch delivered first.
+        // Here such an object is always kept, as upstream keeps it when observed; a namespaced
+        // object's live namespace is the one the node already has.
+        let live_identity;
+        let classified_as = if item.is_virtual && latest.namespace != identity.namespace.as_str() {
+            live_identity = crate::identity::ObjectReference {
+                namespace: crate::identity::Namespace::new(&latest.namespace),
+                ..identity.clone()
+            };
+            &live_identity
+        } else {
+            identity
+        };
+        let c = self.classify_references(classified_as, &owners).await?;
         tracing::trace!(item = %identity, solid = ?c.solid, dangling = ?c.dangling, waiting = ?c.waiting_for_dependents_deletion, "classify item's references");
 
         if !c.solid.is_empty() {
