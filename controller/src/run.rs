@@ -426,9 +426,17 @@ const PROOF_TICK: Duration = Duration::from_millis(50);
 async fn proof_loop(collector: Arc<Collector<KubeCluster>>) {
     loop {
         if collector.pending_proofs() != 0 {
-            let round = collector.prove_absences(ProofWaits::default()).await;
-            if round.lists != 0 || round.handed_back != 0 {
-                tracing::debug!(?round, "absence proofs");
+            // As the resync loop: a panicking round is logged and the loop goes on, so that
+            // owners offered later are still proven (or sent to the GET).
+            match AssertUnwindSafe(collector.prove_absences(ProofWaits::default()))
+                .catch_unwind()
+                .await
+            {
+                Ok(round) if round.lists != 0 || round.handed_back != 0 => {
+                    tracing::debug!(?round, "absence proofs");
+                }
+                Ok(_) => {}
+                Err(panic) => tracing::error!(?panic, "a round of absence proofs panicked"),
             }
         }
         tokio::time::sleep(PROOF_TICK).await;

@@ -426,3 +426,60 @@ fn owners_observed_since_they_were_offered_cost_no_list() {
     assert!(env.cluster.calls().is_empty(), "{:#?}", env.cluster.calls());
     assert!(env.cluster.object(&pods(), "ns1", "pod-1").is_some());
 }
+
+/// A server whose LIST hands back the continue token it was given.
+struct StuckPaging(MemoryCluster);
+
+impl Cluster for StuckPaging {
+    fn resource_for(&self, ty: ObjectType) -> Result<Resource, ClusterError> {
+        self.0.resource_for(ty)
+    }
+    async fn get(&self, r: &Resource, ns: &str, name: &str) -> Result<ObjectMeta, ClusterError> {
+        self.0.get(r, ns, name).await
+    }
+    async fn list_page(
+        &self,
+        _: &Resource,
+        _: Option<&str>,
+        _: u32,
+    ) -> Result<ListPage, ClusterError> {
+        Ok(ListPage { items: vec![], continue_token: Some("again".into()), remaining: None })
+    }
+    async fn patch(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        p: &Patch,
+    ) -> Result<ObjectMeta, ClusterError> {
+        self.0.patch(r, ns, name, p).await
+    }
+    async fn delete(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        o: &DeleteOptions,
+    ) -> Result<(), ClusterError> {
+        self.0.delete(r, ns, name, o).await
+    }
+    fn record_event(&self, e: WarningEvent) {
+        self.0.record_event(e)
+    }
+}
+
+/// A list that would page for ever (the same continue token again) fails after two pages, and
+/// its owners take the GET: nothing is proven by it, and the garbage still goes.
+#[test]
+fn a_list_that_pages_for_ever_fails_and_its_owners_take_the_get() {
+    let inner = cluster();
+    let stored = create(&inner, &pods(), pod(1, 1));
+    let mut env = Env::new(StuckPaging(inner), options());
+    observe(&mut env, stored);
+    env.drain_attempt_to_delete(10_000);
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+    assert_eq!((round.pages, round.proven_absent, round.handed_back), (2, 0, 1));
+    assert_eq!(env.collector.stats().proof_lists_failed.load(Ordering::Relaxed), 1);
+    env.drain_attempt_to_delete(10_000);
+    assert!(env.cluster.0.object(&pods(), "ns1", "pod-1").is_none(), "collected after a GET");
+}

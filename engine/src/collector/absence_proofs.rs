@@ -51,7 +51,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::{Collector, REASON_VERIFY};
-use crate::cluster::{Cluster, Resource};
+use crate::cluster::{Cluster, ClusterError, Resource};
 use crate::graph::{NodeKey, NodeView};
 use crate::identity::{ObjectReference, ObjectType};
 
@@ -351,7 +351,8 @@ impl<C: Cluster> Collector<C> {
         loop {
             done.pages += 1;
             self.stats.proof_pages.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            match self.cluster.list_page(&resource, token.as_deref(), PAGE_SIZE).await {
+            let outcome = match self.cluster.list_page(&resource, token.as_deref(), PAGE_SIZE).await
+            {
                 Ok(page) => {
                     objects += page.items.len();
                     for o in page.items {
@@ -360,27 +361,36 @@ impl<C: Cluster> Collector<C> {
                         }
                     }
                     match page.continue_token {
-                        Some(t) if !t.is_empty() => token = Some(t),
+                        // A server that hands back the token it was given would page for ever.
+                        Some(t) if token.as_deref() == Some(t.as_str()) => {
+                            Err(ClusterError::Other {
+                                code: 0,
+                                message: "the server returned the same continue token twice".into(),
+                            })
+                        }
+                        Some(t) if !t.is_empty() => {
+                            token = Some(t);
+                            Ok(())
+                        }
                         _ => break,
                     }
                 }
-                Err(e) => {
-                    // An expired continue token (410), a missing list verb, a transport error:
-                    // nothing is proven; every owner goes to the GET.
-                    tracing::warn!(%resource, error = %e, owners = entries.len(), "cannot list to prove owners absent; verifying them one by one");
-                    self.stats
-                        .proof_lists_failed
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let mut proofs = self.proofs.lock();
-                    proofs.failed_until.insert(resource, Instant::now() + RETRY_LIST_AFTER);
-                    for p in &entries {
-                        proofs.declined.insert(p.key);
-                    }
-                    drop(proofs);
-                    self.hand_back(&entries);
-                    done.handed_back = entries.len();
-                    return done;
+                Err(e) => Err(e),
+            };
+            if let Err(e) = outcome {
+                // An expired continue token (410), a missing list verb, a transport error:
+                // nothing is proven; every owner goes to the GET.
+                tracing::warn!(%resource, error = %e, owners = entries.len(), "cannot list to prove owners absent; verifying them one by one");
+                self.stats.proof_lists_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let mut proofs = self.proofs.lock();
+                proofs.failed_until.insert(resource, Instant::now() + RETRY_LIST_AFTER);
+                for p in &entries {
+                    proofs.declined.insert(p.key);
                 }
+                drop(proofs);
+                self.hand_back(&entries);
+                done.handed_back = entries.len();
+                return done;
             }
         }
         self.proofs.lock().sizes.insert(resource.clone(), objects);
