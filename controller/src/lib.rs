@@ -41,8 +41,7 @@ pub use run::Controller;
 /// Builds a kube-rs client from `--kubeconfig`, the files `$KUBECONFIG` lists, `~/.kube/config`
 /// or the in-cluster service account ([`kubeconfig::client_config`]).
 pub async fn client(flags: &Flags) -> Result<kube::Client> {
-    let config = kubeconfig::client_config(flags).await?;
-    let mut config = config;
+    let mut config = kubeconfig::client_config(flags).await?;
     // kube-client retries 429/503/504 itself, up to 15 times with backoff: one unavailable
     // aggregated API group then stalls discovery for minutes. Every caller here retries on
     // its own terms (the work queues' per-item backoff, the watchers' backoff, the resync

@@ -138,14 +138,16 @@ async fn kube_gc_should_honour_each_propagation_policy() {
     gc.stop().await;
 }
 
-/// Asks kube-gc's debug server (its router, in-process) for `path`; the JSON answer.
-async fn debug_json(gc: &Gc, path: &str) -> serde_json::Value {
+/// Asks kube-gc's debug server (its router, in-process) for `path`.
+async fn debug_get(gc: &Gc, path: &str) -> http::Response<axum::body::Body> {
     use tower::ServiceExt;
     let router = kube_gc::http::router(gc.gc.debug().clone());
-    let response = router
-        .oneshot(http::Request::get(path).body(axum::body::Body::empty()).unwrap())
-        .await
-        .unwrap();
+    router.oneshot(http::Request::get(path).body(axum::body::Body::empty()).unwrap()).await.unwrap()
+}
+
+/// [`debug_get`]'s JSON answer, which must be a 200.
+async fn debug_json(gc: &Gc, path: &str) -> serde_json::Value {
+    let response = debug_get(gc, path).await;
     assert_eq!(response.status(), 200, "{path}");
     let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
     serde_json::from_slice(&body).unwrap()
@@ -195,6 +197,18 @@ async fn the_blast_radius_is_what_a_background_delete_removes() {
     let tree =
         debug_json(&gc, &format!("/debug/controllers/garbagecollector/tree?uid={uid}")).await;
     assert_eq!(names_in(&tree["down"]["children"]), ["a", "b"], "{tree:#}");
+    // Bad questions get a client error, never a panic nor an answer about another object.
+    let base = "/debug/controllers/garbagecollector";
+    for (path, status) in [
+        (format!("{base}/blast-radius"), 400),
+        (format!("{base}/blast-radius?uid={uid}&policy=sideways"), 400),
+        (format!("{base}/tree?uid={uid}&depth=-1"), 400),
+        (format!("{base}/tree?uid=00000000-0000-4000-8000-00000000dead"), 404),
+        (format!("{base}/blast-radius?uid=not-a-uid-anyone-used"), 404),
+        (format!("{base}/tree?uid=%zz"), 404),
+    ] {
+        assert_eq!(debug_get(&gc, &path).await.status(), status, "{path}");
+    }
 
     cms.delete("root", &DeleteParams::background()).await.unwrap();
     eventually("a goes", || gone(&pods, "a")).await;
