@@ -40,6 +40,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The secure port's certificate could not be loaded or generated.
+    #[error("cannot serve TLS: {what}: {reason}")]
+    Tls {
+        /// The file or certificate concerned.
+        what: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A result whose error is kube-gc's [`Error`].

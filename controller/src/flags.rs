@@ -89,14 +89,40 @@ pub struct Flags {
     #[arg(long)]
     pub ingest_threads: Option<usize>,
 
-    /// Address of the debug / metrics / health server. Loopback by default: it serves the
-    /// whole dependency graph, so expose it only on purpose.
+    /// Address of a plain-HTTP server of the same endpoints as `--secure-port`, without
+    /// authentication, for local runs and tools on the same host. Loopback by default: it serves
+    /// the whole dependency graph, so expose it only on purpose.
     #[arg(long, default_value = "127.0.0.1:10267")]
     pub debug_addr: SocketAddr,
 
     /// Allow `--debug-addr` on a non-loopback address.
     #[arg(long, default_value_t = false)]
     pub debug_addr_any: bool,
+
+    /// The HTTPS port of `/metrics`, the debug endpoints and the health checks, as
+    /// kube-controller-manager's `--secure-port` (0: none). Every path but
+    /// `--authorization-always-allow-paths` needs a bearer token the API server authenticates
+    /// (TokenReview) and authorizes (SubjectAccessReview).
+    #[arg(long, default_value_t = 10257)]
+    pub secure_port: u16,
+
+    /// The address of `--secure-port` (all interfaces by default, as upstream's).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: std::net::IpAddr,
+
+    /// The secure port's certificate, PEM (with any intermediates after it). Without it and
+    /// `--tls-private-key-file`, a self-signed certificate is generated at start.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The private key of `--tls-cert-file`, PEM.
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Paths served on the secure port without authentication or authorization: exact, or a
+    /// prefix ending in `*` (as upstream's flag).
+    #[arg(long, default_value = "/healthz,/readyz,/livez", value_delimiter = ',')]
+    pub authorization_always_allow_paths: Vec<String>,
 
     /// How long to wait for every resource to sync before collecting anyway, with a warning
     /// (upstream since v1.32: 30s).
@@ -242,6 +268,9 @@ impl Flags {
                 self.debug_addr
             ));
         }
+        if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
+            return Err("--tls-cert-file and --tls-private-key-file go together".into());
+        }
         if self.absent_owner_cache_size == 0 {
             return Err("--absent-owner-cache-size must be at least 1".into());
         }
@@ -311,6 +340,8 @@ mod tests {
         assert_eq!(f.leader_elect_retry_period, Duration::from_secs(2));
         assert_eq!(f.gc_ignored_resources, ["events", "events.events.k8s.io"]);
         assert!(f.debug_addr.ip().is_loopback());
+        assert_eq!(f.secure_port, 10257, "kube-controller-manager's secure port");
+        assert_eq!(f.authorization_always_allow_paths, ["/healthz", "/readyz", "/livez"]);
         assert!(f.early_collection && f.bulk_absence_proof, "kube-gc's departures, on by default");
         assert!(f.validate().is_ok());
     }
@@ -337,6 +368,8 @@ mod tests {
         assert!(f.validate().unwrap_err().contains("loopback"));
         let f = Flags::parse_from(["kube-gc", "--debug-addr=0.0.0.0:1", "--debug-addr-any"]);
         assert!(f.validate().is_ok());
+        let f = Flags::parse_from(["kube-gc", "--tls-cert-file=/c.pem"]);
+        assert!(f.validate().unwrap_err().contains("go together"));
         let f = Flags::parse_from(["kube-gc", "--kube-api-qps=-1"]);
         assert!(f.validate().is_err());
         // One writer needs retry < renew deadline < lease duration.

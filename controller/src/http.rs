@@ -46,6 +46,7 @@ const MAX_QUERY: usize = 64 * 1024;
 pub fn router(state: DebugState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/debug/controllers/garbagecollector/graph", get(graph))

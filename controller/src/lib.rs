@@ -31,6 +31,7 @@ pub mod kubeconfig;
 pub mod leader;
 pub mod metrics;
 pub mod run;
+pub mod serving;
 pub mod watchers;
 pub mod workers;
 

@@ -176,6 +176,12 @@ impl Controller {
             }
         }));
         tracing::info!(%addr, "serving /healthz, /readyz, /metrics and the debug graph");
+        if let Some(secure) =
+            crate::serving::start(&flags, client.clone(), crate::http::router(debug.clone()))
+                .await?
+        {
+            tasks.push(secure);
+        }
         let ignored = flags.gc_ignored_resources.iter().map(|s| s.trim().to_owned()).collect();
         Ok(Controller {
             flags,

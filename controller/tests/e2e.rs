@@ -38,12 +38,17 @@ mod debug_endpoint;
 mod env;
 #[path = "e2e/faults.rs"]
 mod faults;
+#[path = "e2e/https.rs"]
+#[allow(dead_code)] // Trust::Any serves tests/secure_port.rs
+mod https;
 #[path = "e2e/leader.rs"]
 mod leader;
 #[path = "e2e/proxy.rs"]
 mod proxy;
 #[path = "e2e/scenarios.rs"]
 mod scenarios;
+#[path = "e2e/secure.rs"]
+mod secure;
 
 use std::time::{Duration, Instant};
 
@@ -342,6 +347,18 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
                 run_one(&client, &mut kgc, "debug_endpoint_hostile_uids", &suffix, |cx| {
                     Box::pin(debug_endpoint::debug_endpoint_hostile_uids(cx))
                 })
+                .await,
+            );
+        }
+        if wanted("secure_port_authenticates_and_authorizes") {
+            f_runs.push(
+                run_one(
+                    &client,
+                    &mut kgc,
+                    "secure_port_authenticates_and_authorizes",
+                    &suffix,
+                    |cx| Box::pin(secure::secure_port_authenticates_and_authorizes(cx)),
+                )
                 .await,
             );
         }

@@ -34,6 +34,7 @@ users:
         .args([
             "--leader-elect=false",
             "--debug-addr=127.0.0.1:0",
+            "--secure-port=0",
             "--logging-format=json",
             "-v",
             "5",

@@ -51,6 +51,8 @@ impl InProcess {
             &kubeconfig,
             "--debug-addr",
             "127.0.0.1:0",
+            "--secure-port",
+            "0",
             "--kube-api-qps",
             "1000",
             "--kube-api-burst",

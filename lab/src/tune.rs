@@ -194,6 +194,7 @@ pub fn kube_gc_argv(workers: u32, limit: &Limit, timeout: Duration) -> Vec<Strin
     vec![
         "kube-gc".into(),
         "--debug-addr=127.0.0.1:0".into(),
+        "--secure-port=0".into(),
         format!("--initial-sync-timeout={}s", timeout.as_secs().max(1)),
         format!("--concurrent-gc-syncs={workers}"),
         format!("--kube-api-qps={}", limit.qps),

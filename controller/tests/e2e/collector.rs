@@ -125,6 +125,8 @@ impl Collector {
                     ("--kube-api-burst", BURST),
                     // One collector at a time here; a restart must not wait out a lease.
                     ("--leader-elect", "false"),
+                    // The leader-election scenarios run two at once: no fixed port.
+                    ("--secure-port", "0"),
                 ] {
                     if !has(flag) {
                         args.push(format!("{flag}={value}"));
@@ -380,14 +382,7 @@ pub fn http_get_raw(port: u16, target: &[u8]) -> anyhow::Result<(u16, String)> {
     s.write_all(&req)?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse::<u16>().ok())
-        .with_context(|| format!("no HTTP status in {:?}", &text[..text.len().min(200)]))?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    Ok((status, body))
+    super::https::parse_response(&buf)
 }
 
 #[cfg(test)]

@@ -95,6 +95,7 @@ impl Running {
                 let mut c = Command::new(kube_gc_binary()?);
                 c.args([&kubeconfig_flag, &qps, &burst, "--leader-elect=false"])
                     .arg(format!("--debug-addr={addr}"))
+                    .arg("--secure-port=0")
                     .arg("--initial-sync-timeout=600s")
                     .args(extra_kube_gc_args);
                 (c, Some(addr))

@@ -106,6 +106,7 @@ impl DemoArgs {
         let mut argv: Vec<String> = vec![
             "kube-gc".into(),
             "--debug-addr=127.0.0.1:0".into(),
+            "--secure-port=0".into(),
             format!("--initial-sync-timeout={}s", self.timeout),
             format!("--kube-api-qps={}", self.kube_api_qps),
             format!("--kube-api-burst={}", self.kube_api_burst),

@@ -1,0 +1,46 @@
+//! The secure port, served as kube-controller-manager serves its own (10257): HTTPS
+//! ([`tls`]), every path but the health checks behind delegated authentication and
+//! authorization ([`auth`]).
+//!
+//! To scrape `/metrics`, a caller needs a token the API server authenticates and RBAC allowing
+//! `get` on the path (a ClusterRole with `nonResourceURLs: ["/metrics"]`; `deploy/rbac.yaml`
+//! has one). kube-gc itself needs `create` on `tokenreviews` and `subjectaccessreviews`
+//! (the `system:auth-delegator` ClusterRole).
+
+pub mod auth;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+
+use crate::Flags;
+use auth::{AlwaysAllow, DelegatedAuth};
+
+/// Binds the secure port `flags` ask for and serves `router` there, guarded; `None` when
+/// `--secure-port=0`.
+pub async fn start(
+    flags: &Flags,
+    client: kube::Client,
+    router: Router,
+) -> crate::Result<Option<tokio::task::JoinHandle<()>>> {
+    if flags.secure_port == 0 {
+        return Ok(None);
+    }
+    let config =
+        tls::server_config(flags.tls_cert_file.as_deref(), flags.tls_private_key_file.as_deref())?;
+    let addr = SocketAddr::new(flags.bind_address, flags.secure_port);
+    let listener = tls::TlsListener::bind(addr, config).await?;
+    let auth = Arc::new(DelegatedAuth::new(
+        client,
+        AlwaysAllow::new(&flags.authorization_always_allow_paths),
+    ));
+    let app = router.layer(axum::middleware::from_fn_with_state(auth, auth::guard));
+    tracing::info!(%addr, "serving securely: /healthz, /readyz, /livez open; /metrics and /debug need authorization");
+    Ok(Some(tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "secure server failed");
+        }
+    })))
+}

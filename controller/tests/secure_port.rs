@@ -1,0 +1,112 @@
+//! The secure port without an API server: TLS with a self-signed or a given certificate, the
+//! health checks open, and nothing else served to a caller the API server has not vouched for
+//! (here it cannot answer at all, so every token is refused). The answers of a real API
+//! server (401, 403, 200) are checked by the e2e scenario `secure_port_authenticates_and_authorizes`.
+
+#[path = "e2e/https.rs"]
+mod https;
+
+use axum::Router;
+use axum::routing::get;
+use clap::Parser;
+use https::{Trust, https_get};
+
+/// A client whose API server is not there: every review fails.
+fn unreachable_client() -> kube::Client {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+    kube::Client::try_from(config).expect("a client")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn router() -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(|| async { "workqueue_depth 0\n" }))
+}
+
+async fn serve(extra: &[&str]) -> (u16, tokio::task::JoinHandle<()>) {
+    let port = free_port();
+    let mut args = vec![
+        "kube-gc".to_owned(),
+        format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1".to_owned(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let flags = kube_gc::Flags::parse_from(args);
+    let task = kube_gc::serving::start(&flags, unreachable_client(), router())
+        .await
+        .expect("serving")
+        .expect("a secure port");
+    (port, task)
+}
+
+#[tokio::test]
+async fn self_signed_port_serves_health_and_refuses_the_rest() {
+    let (port, task) = serve(&[]).await;
+    assert_eq!(https_get(port, "/healthz", None, &Trust::Any).await.unwrap(), (200, "ok".into()));
+    let (code, body) = https_get(port, "/metrics", None, &Trust::Any).await.unwrap();
+    assert_eq!(code, 401, "{body}");
+    assert!(!body.contains("workqueue"), "{body}");
+    // The API server cannot review the token: refused, never let through.
+    let (code, body) = https_get(port, "/metrics", Some("any-token"), &Trust::Any).await.unwrap();
+    assert_eq!(code, 401, "{body}");
+    // A path the router does not have is still guarded (no probing for what exists).
+    let (code, _) = https_get(port, "/debug/x", None, &Trust::Any).await.unwrap();
+    assert_eq!(code, 401);
+    // Plain HTTP on the TLS port gets no answer, and while that connection hangs in its
+    // handshake the port keeps serving others.
+    let mut plain = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut plain, b"GET /healthz HTTP/1.0\r\n\r\n").unwrap();
+    plain.set_read_timeout(Some(std::time::Duration::from_secs(1))).unwrap();
+    let mut buf = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut plain, &mut buf);
+    assert!(!String::from_utf8_lossy(&buf).contains("ok"), "served over plain HTTP");
+    assert_eq!(https_get(port, "/healthz", None, &Trust::Any).await.unwrap().0, 200);
+    drop(plain);
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_given_certificate_is_served_and_verifies() {
+    let issued = https::issue().unwrap();
+    let dir = std::env::temp_dir().join(format!("kube-gc-secure-port-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, &issued.cert_pem).unwrap();
+    std::fs::write(&key, &issued.key_pem).unwrap();
+    let cert_flag = format!("--tls-cert-file={}", cert.display());
+    let key_flag = format!("--tls-private-key-file={}", key.display());
+    let (port, task) =
+        serve(&[&cert_flag, &key_flag, "--authorization-always-allow-paths=/healthz,/metrics"])
+            .await;
+    let trust = Trust::Ca(issued.ca.clone());
+    assert_eq!(https_get(port, "/healthz", None, &trust).await.unwrap().0, 200);
+    // --authorization-always-allow-paths opens exactly what it names.
+    assert_eq!(https_get(port, "/metrics", None, &trust).await.unwrap().0, 200);
+    task.abort();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn bad_certificate_files_are_refused_at_start_with_the_file_named() {
+    let dir = std::env::temp_dir().join(format!("kube-gc-bad-cert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, "not a certificate").unwrap();
+    std::fs::write(&key, "not a key").unwrap();
+    let flags = kube_gc::Flags::parse_from([
+        "kube-gc".to_owned(),
+        "--secure-port=1".to_owned(),
+        format!("--tls-cert-file={}", cert.display()),
+        format!("--tls-private-key-file={}", key.display()),
+    ]);
+    let err = kube_gc::serving::start(&flags, unreachable_client(), router()).await.unwrap_err();
+    assert!(err.to_string().contains("tls.crt"), "{err}");
+    std::fs::write(&cert, https::issue().unwrap().cert_pem).unwrap();
+    let err = kube_gc::serving::start(&flags, unreachable_client(), router()).await.unwrap_err();
+    assert!(err.to_string().contains("tls.key"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
