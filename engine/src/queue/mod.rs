@@ -95,6 +95,7 @@
 //! assert_eq!(worker.join().unwrap(), ["pod-a", "pod-b"]);
 //! ```
 
+mod durations;
 mod get_future;
 mod rate_limiter;
 mod state;
@@ -112,6 +113,7 @@ use hashbrown::{HashMap, HashSet};
 
 use crate::sync::{Arc, Condvar, Mutex};
 
+pub use durations::QueueDurations;
 pub use get_future::GetFuture;
 pub use rate_limiter::{RateLimiter, RateLimiterConfig};
 use state::{Wakeups, wake_all};
@@ -134,6 +136,11 @@ pub struct QueueStats {
     /// Calls to `add_after` (and so `add_rate_limited`) before shutdown, whatever their delay
     /// (`workqueue_retries_total`).
     pub retries_total: u64,
+    /// How long the items being processed have been held, summed
+    /// (`workqueue_unfinished_work_seconds`); zero until [`WorkQueue::set_durations`].
+    pub unfinished_work: Duration,
+    /// The longest of those (`workqueue_longest_running_processor_seconds`).
+    pub longest_running: Duration,
 }
 
 /// client-go's `TypedRateLimitingInterface`: a deduplicating FIFO of items with a processing
@@ -192,6 +199,8 @@ struct State<T> {
     next_waiter_id: u64,
     adds_total: u64,
     retries_total: u64,
+    /// Wait and work timestamps, once [`WorkQueue::set_durations`] asks for them.
+    timings: Option<durations::Timings<T>>,
     /// The delay thread, spawned by the first positive `add_after`, joined on drop.
     #[cfg(not(kube_gc_loom))]
     delay_thread: Option<std::thread::JoinHandle<()>>,
@@ -266,6 +275,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
             next_waiter_id: 0,
             adds_total: 0,
             retries_total: 0,
+            timings: None,
             #[cfg(not(kube_gc_loom))]
             delay_thread: None,
         };
@@ -277,6 +287,20 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
             drain_cv: Condvar::new(),
         };
         Self { core: Arc::new(core), limiter: RateLimiter::new(config) }
+    }
+
+    /// Reports every item's wait and work durations to `sink` from now on (client-go's
+    /// `MetricsProvider`); items already queued or processing are measured from now.
+    pub fn set_durations(&self, sink: std::sync::Arc<dyn QueueDurations>) {
+        let mut state = self.core.state.lock();
+        let mut timings = durations::Timings::new(sink);
+        for item in state.pending_order() {
+            timings.added(item);
+        }
+        for item in state.processing.iter() {
+            timings.taken(item);
+        }
+        state.timings = Some(timings);
     }
 
     /// Marks `item` as needing processing (client-go `Add`).
@@ -418,6 +442,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
         let mut wakeups = Wakeups::new();
         let mut state = core.state.lock();
         state.processing.remove(item);
+        if let Some(timings) = &mut state.timings {
+            timings.done(item);
+        }
         // Seeded defect for loom-tests; never enabled in real builds: an item added while it
         // was processing is forgotten instead of requeued.
         #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
@@ -482,6 +509,8 @@ impl<T> WorkQueue<T> {
     #[must_use]
     pub fn stats(&self) -> QueueStats {
         let state = self.core.state.lock();
+        let (unfinished_work, longest_running) =
+            state.timings.as_ref().map_or((Duration::ZERO, Duration::ZERO), |t| t.in_flight());
         QueueStats {
             depth: state.queued(),
             urgent: state.urgent.len(),
@@ -489,6 +518,8 @@ impl<T> WorkQueue<T> {
             waiting: state.waiting_ready_at.len(),
             adds_total: state.adds_total,
             retries_total: state.retries_total,
+            unfinished_work,
+            longest_running,
         }
     }
 

@@ -115,6 +115,9 @@ impl<T: Clone + Eq + Hash> Core<T> {
             Entry::Vacant(slot) => slot.insert().get().clone(),
         };
         state.adds_total += 1;
+        if let Some(timings) = &mut state.timings {
+            timings.added(&item);
+        }
         if state.processing.contains(&item) {
             return;
         }
@@ -131,6 +134,9 @@ impl<T: Clone + Eq + Hash> Core<T> {
         #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
         if crate::loom_support::defect_active(crate::loom_support::Defect::QueueNoProcessingSet) {
             return Some(item);
+        }
+        if let Some(timings) = &mut state.timings {
+            timings.taken(&item);
         }
         state.processing.insert(item.clone());
         Some(item)

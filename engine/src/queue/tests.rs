@@ -536,6 +536,9 @@ fn stats_should_count_adds_retries_and_sizes() {
         waiting: 1,
         adds_total: 3,
         retries_total: 2,
+        // Not measured without set_durations.
+        unfinished_work: Duration::ZERO,
+        longest_running: Duration::ZERO,
     };
     assert_eq!(queue.stats(), want);
     assert_eq!(queue.name(), "garbage_collector_test");
@@ -614,4 +617,75 @@ fn urgent_re_add_while_processing_should_requeue_urgently_at_done() {
     q.add(7);
     q.add_urgent(8);
     assert_eq!(q.len(), 2);
+}
+
+mod durations {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::super::{QueueDurations, WorkQueue};
+
+    #[derive(Default)]
+    struct Recorded {
+        queued: Mutex<Vec<Duration>>,
+        worked: Mutex<Vec<Duration>>,
+    }
+
+    impl QueueDurations for Recorded {
+        fn queued(&self, waited: Duration) {
+            self.queued.lock().unwrap().push(waited);
+        }
+        fn worked(&self, took: Duration) {
+            self.worked.lock().unwrap().push(took);
+        }
+    }
+
+    #[test]
+    fn waits_and_work_are_measured_as_client_go_measures_them() {
+        let queue = WorkQueue::new("t");
+        let recorded = std::sync::Arc::new(Recorded::default());
+        queue.set_durations(recorded.clone());
+        queue.add("a");
+        std::thread::sleep(Duration::from_millis(20));
+        queue.add("a"); // collapsed: the wait still counts from the first add
+        let item = queue.get().unwrap();
+        let waited = recorded.queued.lock().unwrap().clone();
+        assert_eq!(waited.len(), 1);
+        assert!(waited[0] >= Duration::from_millis(20), "{waited:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        let stats = queue.stats();
+        assert!(stats.unfinished_work >= Duration::from_millis(20), "{stats:?}");
+        assert_eq!(stats.unfinished_work, stats.longest_running, "one item in flight");
+        queue.add("a"); // re-added while processing: queued again at done, its wait from now
+        std::thread::sleep(Duration::from_millis(10));
+        queue.done(&item);
+        let worked = recorded.worked.lock().unwrap().clone();
+        assert_eq!(worked.len(), 1);
+        assert!(worked[0] >= Duration::from_millis(20), "{worked:?}");
+        assert_eq!(queue.stats().unfinished_work, Duration::ZERO);
+        let again = queue.get().unwrap();
+        let waited = recorded.queued.lock().unwrap().clone();
+        assert_eq!(waited.len(), 2);
+        assert!(
+            waited[1] >= Duration::from_millis(10) && waited[1] < worked[0],
+            "the re-add's wait counts from the re-add: {waited:?}, worked {worked:?}"
+        );
+        queue.done(&again);
+    }
+
+    #[test]
+    fn items_already_queued_are_measured_from_the_start_of_measuring() {
+        let queue = WorkQueue::new("t");
+        queue.add(1);
+        queue.add(2);
+        let held = queue.get().unwrap();
+        let recorded = std::sync::Arc::new(Recorded::default());
+        queue.set_durations(recorded.clone());
+        assert!(queue.stats().longest_running < Duration::from_secs(1));
+        queue.done(&held);
+        let next = queue.get().unwrap();
+        queue.done(&next);
+        assert_eq!(recorded.worked.lock().unwrap().len(), 2);
+        assert_eq!(recorded.queued.lock().unwrap().len(), 1);
+    }
 }
