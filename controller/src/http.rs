@@ -11,30 +11,18 @@ use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use kube_gc_engine::graph::NodeKey;
-use kube_gc_engine::queue::WorkQueue;
 use kube_gc_engine::{Graph, Uid};
-
-use crate::kube_cluster::ApiCallCounts;
-use crate::metrics::Metrics;
+use prometheus_client::registry::Registry;
 
 /// What the debug server reads.
 #[derive(Clone, Debug)]
 pub struct DebugState {
-    /// The collector (its stats).
+    /// The collector (the tree and blast-radius endpoints read its graph).
     pub collector: Arc<kube_gc_engine::collector::Collector<crate::kube_cluster::KubeCluster>>,
-    /// When the controller started (for time-to-garbage metrics).
-    pub started: std::time::Instant,
-    /// The dependency graph (the DOT endpoint, graph-size metrics).
+    /// The dependency graph (the DOT endpoint).
     pub graph: Arc<Graph>,
-    /// attemptToDelete and attemptToOrphan.
-    pub queues: [Arc<WorkQueue<NodeKey>>; 2],
-    /// The controller's counters.
-    pub metrics: Arc<Metrics>,
-    /// The collector's API calls.
-    pub calls: Arc<ApiCallCounts>,
-    /// What happened to the Warning events recorded.
-    pub events: Arc<crate::events::EventCounts>,
+    /// Every family `/metrics` serves.
+    pub registry: Arc<Registry>,
     /// Set once every watcher has synced (or the sync timeout passed).
     pub ready: Arc<AtomicBool>,
 }
@@ -67,13 +55,7 @@ async fn readyz(State(s): State<DebugState>) -> impl IntoResponse {
 }
 
 async fn metrics(State(s): State<DebugState>) -> impl IntoResponse {
-    let queues: Vec<&WorkQueue<NodeKey>> = s.queues.iter().map(|q| &**q).collect();
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(&s.graph, &queues, &s.calls, s.collector.stats())
-            + &crate::metrics::render_collector(s.collector.stats(), s.started)
-            + &crate::metrics::render_events(&s.events),
-    )
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], crate::metrics::encode(&s.registry))
 }
 
 /// Decodes `uid=` values of a query string (`application/x-www-form-urlencoded`).

@@ -67,6 +67,14 @@ pub fn token_bucket(qps: f64, burst: u32) -> DefaultDirectRateLimiter {
 }
 
 impl KubeCluster {
+    /// Waits for the collector's `--kube-api-qps` budget before a `verb` request, recording
+    /// the wait (`rest_client_rate_limiter_duration_seconds`).
+    async fn wait_for_budget(&self, verb: &str) {
+        let started = std::time::Instant::now();
+        self.limiter.until_ready().await;
+        crate::metrics::rest_client::global().rate_limited(verb, started.elapsed());
+    }
+
     /// A cluster over `client`, at most `qps` requests per second with bursts of `burst`;
     /// Warning events go through an [`EventRecorder`] with a budget of their own. Must be
     /// called within a tokio runtime (the recorder's task).
@@ -184,7 +192,7 @@ impl Cluster for KubeCluster {
         namespace: &str,
         name: &str,
     ) -> Result<ObjectMeta, ClusterError> {
-        self.limiter.until_ready().await;
+        self.wait_for_budget("GET").await;
         self.calls.get.fetch_add(1, Ordering::Relaxed);
         let got = self.api(resource, namespace).get_metadata(name).await.map_err(classify_error)?;
         Ok(object_meta(&got.metadata))
@@ -196,7 +204,7 @@ impl Cluster for KubeCluster {
         continue_token: Option<&str>,
         limit: u32,
     ) -> Result<ListPage, ClusterError> {
-        self.limiter.until_ready().await;
+        self.wait_for_budget("GET").await;
         self.calls.list.fetch_add(1, Ordering::Relaxed);
         // No resourceVersion: a consistent (quorum) read from etcd, never the watch cache.
         let mut params = ListParams::default().limit(limit);
@@ -230,7 +238,7 @@ impl Cluster for KubeCluster {
         name: &str,
         patch: &Patch,
     ) -> Result<ObjectMeta, ClusterError> {
-        self.limiter.until_ready().await;
+        self.wait_for_budget("PATCH").await;
         self.calls.patch.fetch_add(1, Ordering::Relaxed);
         let body = patch.body.clone();
         let p = match patch.patch_type {
@@ -252,7 +260,7 @@ impl Cluster for KubeCluster {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<(), ClusterError> {
-        self.limiter.until_ready().await;
+        self.wait_for_budget("DELETE").await;
         self.calls.delete.fetch_add(1, Ordering::Relaxed);
         let preconditions = (options.precondition_uid.is_some()
             || options.precondition_resource_version.is_some())

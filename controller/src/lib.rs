@@ -54,7 +54,11 @@ pub async fn client(flags: &Flags) -> Result<kube::Client> {
     config
         .headers
         .push((axum::http::header::USER_AGENT, axum::http::HeaderValue::from_static(USER_AGENT)));
-    Ok(kube::Client::try_from(config)?)
+    // client-go's rest_client_* metrics, for every request.
+    let host = config.cluster_url.authority().map(|a| a.to_string()).unwrap_or_default();
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&metrics::rest_client::MetricsLayer::new(host))
+        .build())
 }
 
 /// The `User-Agent` of [`client`]'s requests: `kube-gc/<version>`.

@@ -81,7 +81,11 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     let controller = Controller::start(flags, client.clone()).await?;
     let mut lost = None;
     if let Some(lease) = lease {
+        let metrics = controller.metrics.clone();
+        metrics.set_leader(&lease.name, false);
+        let name = lease.name.clone();
         let leadership = Leadership::acquire(client, lease).await;
+        metrics.set_leader(&name, true);
         lost = Some(tokio::spawn(leadership.hold()));
     }
     let stop = async move {

@@ -155,14 +155,20 @@ impl Controller {
         if flags.bulk_absence_proof {
             tasks.push(tokio::spawn(proof_loop(collector.clone())));
         }
-        let debug = DebugState {
-            collector: collector.clone(),
-            started: Instant::now(),
+        for queue in [&attempt_to_delete, &attempt_to_orphan] {
+            queue.set_durations(metrics.queue_durations(queue.name()));
+        }
+        let sources = crate::metrics::Sources {
             graph: graph.clone(),
             queues: [attempt_to_delete, attempt_to_orphan],
-            metrics: metrics.clone(),
             calls: cluster.calls.clone(),
+            collector: collector.clone(),
             events: cluster.event_counts().clone(),
+        };
+        let debug = DebugState {
+            collector: collector.clone(),
+            graph: graph.clone(),
+            registry: Arc::new(crate::metrics::registry(metrics.clone(), sources)),
             ready: ready.clone(),
         };
         let addr = flags.debug_addr;
@@ -358,6 +364,7 @@ impl Controller {
     /// timeout), collect, and re-discover every resync period, until `shutdown` resolves.
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let started = Instant::now();
+        self.metrics.start_collecting();
         let mut shutdown = std::pin::pin!(shutdown);
         // Nothing can be watched before discovery answers once: retry it (the API server may
         // not be up yet) rather than wait for the sync of an empty set of watchers.

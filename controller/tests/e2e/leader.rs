@@ -251,6 +251,12 @@ pub async fn leader_election_single_leader_failover_and_loss(
         ensure!(now.as_deref() == Some(holder.as_str()), "the lease moved to {now:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // leader_election_master_status{name=<lease>}: 1 on the leader, 0 on the standby.
+    let status = format!("leader_election_master_status{{name=\"{name}\"}}");
+    for (c, want) in [(l, 1.0), (s, 0.0)] {
+        let got = cands[c].gc.metric(&status)?;
+        ensure!(got == want, "kube-gc {}: {status} = {got}, want {want}", cands[c].tag);
+    }
     let standby_log = cands[s].gc.log_since_start();
     ensure!(standby_log.contains(ATTEMPTING), "the standby never tried to acquire the lease");
     ensure!(!standby_log.contains(ACQUIRED), "the standby logged acquiring the lease");

@@ -12,7 +12,7 @@ pub(super) async fn warm_up(
 ) -> Option<Synced> {
     let (ui, timeout) = (&demo.ui, demo.timeout);
     let Preloaded { garbage, before, .. } = preloaded;
-    let Running { pages, graph, collector, ready, metrics, calls, batch_size, started, .. } = gc;
+    let Running { pages, graph, ready, metrics, calls, batch_size, started, .. } = gc;
     let (batch_size, started) = (*batch_size, *started);
     let rss_before = report.warm_up.rss_before;
     let expected_events = report.listed;
@@ -54,7 +54,6 @@ pub(super) async fn warm_up(
         .map(|(key, n)| (key.clone(), *n, ui.bar(*n, &format!("{key} listed"), BAR)))
         .collect();
     let mut synced_resources: BTreeMap<String, f64> = BTreeMap::new();
-    let queues = [collector.attempt_to_delete_queue(), collector.attempt_to_orphan_queue()];
     let deadline = started + timeout;
     let mut last_tick = Instant::now();
     let mut window = (Instant::now(), 0u64, 0.0f64);
@@ -66,15 +65,7 @@ pub(super) async fn warm_up(
         if dt >= 1.0 {
             window = (now, ingested, (ingested - window.1) as f64 / dt);
         }
-        for line in metrics
-            .render(graph, &[queues[0].as_ref(), queues[1].as_ref()], calls, collector.stats())
-            .lines()
-            .filter_map(|l| l.strip_prefix("kube_gc_warmup_seconds{resource=\""))
-        {
-            if let Some((key, secs)) = line.split_once("\"} ") {
-                synced_resources.insert(key.to_owned(), secs.parse().unwrap_or(0.0));
-            }
-        }
+        synced_resources.extend(metrics.warmup_seconds());
         let nodes = graph.len();
         overall.set_position(ingested.min(expected_events));
         overall.set_message(format!(

@@ -1,0 +1,313 @@
+//! The families read at scrape time from counts that already exist: the work queues' stats,
+//! the graph's size, the controller's and the collector's counters, the API calls by purpose,
+//! the Warning events, and the watchers' warm-up.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+
+use super::{Metrics, Sources};
+
+/// Label sets as (name, value) pairs.
+type Labels = Vec<(&'static str, String)>;
+
+/// See the module docs.
+#[derive(Debug)]
+pub(super) struct ScrapeTime {
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) sources: Sources,
+}
+
+/// Writes one family: a gauge or a counter (its name given without `_total`, which the
+/// encoder appends), one sample per label set.
+fn family(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    samples: &[(Labels, f64)],
+) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, value) in samples {
+        let sample = family.encode_family(labels)?;
+        match kind {
+            MetricType::Counter => ConstCounter::new(*value).encode(sample)?,
+            _ => ConstGauge::new(*value).encode(sample)?,
+        }
+    }
+    Ok(())
+}
+
+/// One unlabelled sample.
+fn one(value: f64) -> [(Labels, f64); 1] {
+    [(Vec::new(), value)]
+}
+
+fn load(c: &AtomicU64) -> f64 {
+    c.load(Ordering::Relaxed) as f64
+}
+
+impl Collector for ScrapeTime {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let e = &mut encoder;
+        let (gauge, counter) = (MetricType::Gauge, MetricType::Counter);
+        let Sources { graph, queues, calls, collector, events } = &self.sources;
+        let m = &self.metrics;
+
+        // client-go's workqueue families, labelled with the queue's name.
+        let stats: Vec<_> = queues.iter().map(|q| (q.name().to_owned(), q.stats())).collect();
+        let by_queue = |f: &dyn Fn(&kube_gc_engine::queue::QueueStats) -> f64| {
+            stats.iter().map(|(name, s)| (vec![("name", name.clone())], f(s))).collect::<Vec<_>>()
+        };
+        family(
+            e,
+            "workqueue_depth",
+            "Current depth of workqueue",
+            gauge,
+            &by_queue(&|s| s.depth as f64),
+        )?;
+        family(
+            e,
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            counter,
+            &by_queue(&|s| s.adds_total as f64),
+        )?;
+        family(
+            e,
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            counter,
+            &by_queue(&|s| s.retries_total as f64),
+        )?;
+        family(
+            e,
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases",
+            gauge,
+            &by_queue(&|s| s.unfinished_work.as_secs_f64()),
+        )?;
+        family(
+            e,
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running",
+            gauge,
+            &by_queue(&|s| s.longest_running.as_secs_f64()),
+        )?;
+        family(
+            e,
+            "kube_gc_workqueue_urgent_depth",
+            "Of workqueue_depth, the items in the urgent lane: likely garbage (virtual owners to verify, dependents of absent owners, foreground deletions) ahead of re-checks",
+            gauge,
+            &by_queue(&|s| s.urgent as f64),
+        )?;
+        family(
+            e,
+            "kube_gc_workqueue_processing",
+            "Items being processed",
+            gauge,
+            &by_queue(&|s| s.processing as f64),
+        )?;
+        family(
+            e,
+            "kube_gc_workqueue_waiting",
+            "Items waiting for their backoff to pass",
+            gauge,
+            &by_queue(&|s| s.waiting as f64),
+        )?;
+
+        // Upstream's own.
+        family(
+            e,
+            "garbagecollector_controller_resources_sync_error",
+            "Number of garbage collector resources sync errors",
+            counter,
+            &one(m.resources_sync_errors.get() as f64),
+        )?;
+
+        // The graph and its ingestion.
+        family(
+            e,
+            "kube_gc_graph_nodes",
+            "Nodes in the dependency graph",
+            gauge,
+            &one(graph.len() as f64),
+        )?;
+        family(
+            e,
+            "kube_gc_ingest_batches",
+            "Batches applied to the graph",
+            counter,
+            &one(m.ingest_batches.get() as f64),
+        )?;
+        family(
+            e,
+            "kube_gc_ingest_events",
+            "Events applied to the graph",
+            counter,
+            &one(m.ingest_events.get() as f64),
+        )?;
+        family(
+            e,
+            "kube_gc_ingest_rejected_events",
+            "Malformed events rejected",
+            counter,
+            &one(m.ingest_rejected.get() as f64),
+        )?;
+        family(
+            e,
+            "kube_gc_ingest_seconds",
+            "Time spent applying batches (events_total / this = events per second)",
+            counter,
+            &one(m.ingest_micros.get() as f64 / 1e6),
+        )?;
+        family(
+            e,
+            "kube_gc_watch_errors",
+            "Watch stream errors, each retried",
+            counter,
+            &one(m.watch_errors.get() as f64),
+        )?;
+        let warmup: Vec<_> =
+            m.warmup_seconds().into_iter().map(|(r, s)| (vec![("resource", r)], s)).collect();
+        family(
+            e,
+            "kube_gc_warmup_seconds",
+            "Seconds from a watcher's start to the end of its initial list",
+            gauge,
+            &warmup,
+        )?;
+        let unsynced: Vec<_> = m
+            .unsynced
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .map(|r| (vec![("resource", r.clone())], 1.0))
+            .collect();
+        family(
+            e,
+            "kube_gc_unsynced_resource",
+            "1 for each resource whose watcher has not synced while the collector proceeds without it (past --initial-sync-timeout)",
+            gauge,
+            &unsynced,
+        )?;
+
+        // The collector's API calls, by verb and purpose: a GET proves an owner absent (or
+        // present), or reads an item.
+        let stats = collector.stats();
+        let proof_gets = load(&stats.proof_gets).min(load(&calls.get));
+        let by_purpose = [
+            ("get", "proof", proof_gets),
+            ("get", "read", load(&calls.get) - proof_gets),
+            ("list", "proof", load(&calls.list)),
+            ("patch", "patch", load(&calls.patch)),
+            ("delete", "delete", load(&calls.delete)),
+            ("create", "event", load(&calls.event)),
+        ];
+        let series: Vec<_> = by_purpose
+            .iter()
+            .map(|(v, p, n)| (vec![("verb", v.to_string()), ("purpose", p.to_string())], *n))
+            .collect();
+        family(
+            e,
+            "kube_gc_api_calls",
+            "API calls made by the collector, by verb and purpose (proof: showing owners absent or present; read: an item's GET; event: Warning events, on their own budget)",
+            counter,
+            &series,
+        )?;
+        let collector_calls: f64 = by_purpose.iter().filter(|c| c.1 != "event").map(|c| c.2).sum();
+        let deleted = load(&stats.deleted);
+        if deleted > 0.0 {
+            family(
+                e,
+                "kube_gc_api_calls_per_collected_object",
+                "The collector's API calls (events and watch lists not counted) per object it deleted",
+                gauge,
+                &one(collector_calls / deleted),
+            )?;
+        }
+
+        // The collector's decisions.
+        for (name, help, value) in [
+            (
+                "kube_gc_deleted",
+                "Objects the collector deleted (or started deleting)",
+                &stats.deleted,
+            ),
+            (
+                "kube_gc_verifications_skipped",
+                "Virtual-owner verifications skipped because the owner was observed since",
+                &stats.verifications_skipped,
+            ),
+            (
+                "kube_gc_deferred_until_synced",
+                "Items deferred during warm-up because their decision needs the synced graph",
+                &stats.deferred_until_synced,
+            ),
+            (
+                "kube_gc_owner_lookups_shared",
+                "Owner GETs answered by a concurrent identical request",
+                &stats.owner_lookups_shared,
+            ),
+            (
+                "kube_gc_stale_view_conflicts",
+                "Writes decided from the graph's copy of an object refused because it had changed (decided again from a live read)",
+                &stats.stale_view_conflicts,
+            ),
+            (
+                "kube_gc_proven_absent",
+                "Owners a consistent LIST of their resource proved absent (--bulk-absence-proof)",
+                &stats.proven_absent,
+            ),
+            (
+                "kube_gc_proof_lists_failed",
+                "Proof LISTs that failed; their owners were verified by GET",
+                &stats.proof_lists_failed,
+            ),
+            (
+                "kube_gc_item_reads_saved",
+                "Item GETs replaced by the graph's observed copy (--read-items-from-graph)",
+                &stats.item_reads_saved,
+            ),
+        ] {
+            family(e, name, help, counter, &one(load(value)))?;
+        }
+        let times = *stats.deletion_times.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some((first, last)), Some(since)) = (times, m.collecting_since.get()) {
+            let after = |t: std::time::Instant| t.saturating_duration_since(*since).as_secs_f64();
+            family(
+                e,
+                "kube_gc_first_deletion_seconds",
+                "Seconds from when this process started collecting (after winning the Lease) to its first deletion",
+                gauge,
+                &one(after(first)),
+            )?;
+            family(
+                e,
+                "kube_gc_last_deletion_seconds",
+                "Seconds from when this process started collecting (after winning the Lease) to its latest deletion",
+                gauge,
+                &one(after(last)),
+            )?;
+        }
+
+        // What became of the Warning events.
+        let outcomes: Vec<_> =
+            [("sent", &events.sent), ("folded", &events.folded), ("dropped", &events.dropped)]
+                .into_iter()
+                .map(|(outcome, n)| (vec![("outcome", outcome.to_owned())], load(n)))
+                .collect();
+        family(
+            e,
+            "kube_gc_events",
+            "Warning events recorded, by what became of them",
+            counter,
+            &outcomes,
+        )
+    }
+}

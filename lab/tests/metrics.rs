@@ -1,0 +1,250 @@
+//! `/metrics` as Prometheus reads it: kube-gc on simcluster collects garbage on a tight API
+//! budget, and its exposition is parsed by the OpenMetrics parser of Prometheus's Python
+//! client (`prometheus_client.openmetrics.parser`, strict about types, suffixes and the
+//! closing `# EOF`). Every upstream family must be there with upstream's labels, and the
+//! client-side rate limiter's histogram must move when the budget binds.
+//!
+//! Python is `$KUBE_GC_PYTHON` (scripts/install-test-clients installs the parser there) or a
+//! `python3` on `PATH` that has it; without either the test prints `SKIPPED …` and passes.
+
+#[path = "../../simcluster/tests/common/clients.rs"]
+mod clients;
+#[path = "../../simcluster/tests/common/mod.rs"]
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{client, eventually, start};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use kube_gc_lab::InProcess;
+use kube_gc_lab::in_process::TempFile;
+use serde_json::{Value, json};
+
+const PARSE: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+families = {}
+for f in text_string_to_metric_families(open(sys.argv[1]).read()):
+    families[f.name] = {"type": f.type, "samples": [[s.name, s.labels, s.value] for s in f.samples]}
+print(json.dumps(families))
+"#;
+
+fn python() -> Option<PathBuf> {
+    let python = clients::find("KUBE_GC_PYTHON", &["python3"])?;
+    let has_parser = clients::run(
+        Command::new(&python).args(["-c", "import prometheus_client.openmetrics.parser"]),
+    );
+    has_parser.status.success().then_some(python)
+}
+
+/// The families of `text`, as the parser reads them: name → (type, samples).
+fn parse(python: &PathBuf, text: &str) -> BTreeMap<String, Value> {
+    let dir = clients::TempDir::new("metrics");
+    let file = dir.write("metrics.txt", text);
+    let out = clients::run(Command::new(python).args(["-c", PARSE]).arg(&file));
+    assert!(
+        out.status.success(),
+        "the OpenMetrics parser refused the exposition: {}\n{text}",
+        out.stderr
+    );
+    serde_json::from_str(&out.stdout).expect("the parser's JSON")
+}
+
+/// The label names of `family`'s samples named `sample`.
+fn label_names(families: &BTreeMap<String, Value>, family: &str, sample: &str) -> BTreeSet<String> {
+    let f = families.get(family).unwrap_or_else(|| panic!("no family {family}"));
+    f["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[0] == sample)
+        .flat_map(|s| s[1].as_object().unwrap().keys().cloned())
+        .collect()
+}
+
+/// The summed values of `sample`'s series whose labels include `labels` (0 without any: a
+/// family with no series yet is not in the parser's answer).
+fn value(
+    families: &BTreeMap<String, Value>,
+    family: &str,
+    sample: &str,
+    labels: &[(&str, &str)],
+) -> f64 {
+    let Some(f) = families.get(family) else { return 0.0 };
+    f["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[0] == sample && labels.iter().all(|(k, v)| s[1][*k] == *v))
+        .map(|s| s[2].as_f64().unwrap())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_parse_with_upstreams_families_and_the_rate_limiter_moves() {
+    let Some(python) = python() else {
+        clients::skip(
+            "metrics_parse_with_upstreams_families_and_the_rate_limiter_moves",
+            "a python3 with prometheus_client",
+            "KUBE_GC_PYTHON",
+        );
+        return;
+    };
+    let sim = start().await;
+    let c = client(&sim).await;
+    let path = std::env::temp_dir().join(format!(
+        "kube-gc-metrics-{}-{}.kubeconfig",
+        std::process::id(),
+        sim.addr().port()
+    ));
+    let kubeconfig = TempFile::write(path, &sim.kubeconfig()).unwrap();
+    // A budget that binds: 2 calls/s (twice --kube-api-qps) with a burst of 1.
+    let mut args = InProcess::simcluster_args(&kubeconfig.0);
+    for (flag, value) in [("--kube-api-qps", "1"), ("--kube-api-burst", "1")] {
+        let at = args.iter().position(|a| a == flag).expect("the flag is set") + 1;
+        args[at] = value.to_owned();
+    }
+    let gc = InProcess::start(args).await.unwrap();
+    let registry = gc.debug().registry.clone();
+    let scrape = || parse(&python, &kube_gc::metrics::encode(&registry));
+
+    eventually("kube-gc synced", || async {
+        gc.debug().ready.load(std::sync::atomic::Ordering::Acquire)
+    })
+    .await;
+    let before = scrape();
+    let waited_before = value(
+        &before,
+        "rest_client_rate_limiter_duration_seconds",
+        "rest_client_rate_limiter_duration_seconds_sum",
+        &[],
+    );
+
+    // Six Pods whose owner never existed: a verification and a delete each.
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for i in 0..6 {
+        let pod: Pod = serde_json::from_value(
+            json!({"metadata": {"name": format!("garbage-{i}"), "ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "never",
+                "uid": format!("00000000-0000-4000-8000-00000000000{i}")
+            }]}}),
+        )
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    eventually("the garbage collected", || async {
+        pods.list(&ListParams::default()).await.is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    let after = scrape();
+    gc.stop().await;
+
+    // client-go's workqueue families, for both of the collector's queues.
+    for (family, sample, kind) in [
+        ("workqueue_depth", "workqueue_depth", "gauge"),
+        ("workqueue_adds", "workqueue_adds_total", "counter"),
+        ("workqueue_retries", "workqueue_retries_total", "counter"),
+        (
+            "workqueue_queue_duration_seconds",
+            "workqueue_queue_duration_seconds_bucket",
+            "histogram",
+        ),
+        ("workqueue_work_duration_seconds", "workqueue_work_duration_seconds_bucket", "histogram"),
+        ("workqueue_unfinished_work_seconds", "workqueue_unfinished_work_seconds", "gauge"),
+        (
+            "workqueue_longest_running_processor_seconds",
+            "workqueue_longest_running_processor_seconds",
+            "gauge",
+        ),
+    ] {
+        assert_eq!(after[family]["type"], kind, "{family}");
+        let mut want = BTreeSet::from(["name".to_owned()]);
+        if kind == "histogram" {
+            want.insert("le".to_owned());
+        }
+        assert_eq!(label_names(&after, family, sample), want, "{family}'s labels");
+        for queue in ["garbage_collector_attempt_to_delete", "garbage_collector_attempt_to_orphan"]
+        {
+            let series = after[family]["samples"].as_array().unwrap();
+            assert!(series.iter().any(|s| s[1]["name"] == queue), "{family} has no {queue}");
+        }
+    }
+    let delete_queue = [("name", "garbage_collector_attempt_to_delete")];
+    let taken = value(
+        &after,
+        "workqueue_queue_duration_seconds",
+        "workqueue_queue_duration_seconds_count",
+        &delete_queue,
+    );
+    let worked = value(
+        &after,
+        "workqueue_work_duration_seconds",
+        "workqueue_work_duration_seconds_count",
+        &delete_queue,
+    );
+    assert!(
+        taken >= 6.0 && worked >= 6.0,
+        "each garbage Pod waited and was worked on: {taken} {worked}"
+    );
+
+    // client-go's REST client families.
+    assert_eq!(after["rest_client_requests"]["type"], "counter");
+    assert_eq!(
+        label_names(&after, "rest_client_requests", "rest_client_requests_total"),
+        BTreeSet::from(["code", "host", "method"].map(str::to_owned))
+    );
+    assert!(
+        value(
+            &after,
+            "rest_client_requests",
+            "rest_client_requests_total",
+            &[("code", "200"), ("method", "DELETE")]
+        ) >= 6.0
+    );
+    for family in
+        ["rest_client_request_duration_seconds", "rest_client_rate_limiter_duration_seconds"]
+    {
+        assert_eq!(after[family]["type"], "histogram", "{family}");
+        assert_eq!(
+            label_names(&after, family, &format!("{family}_bucket")),
+            BTreeSet::from(["host", "le", "verb"].map(str::to_owned)),
+            "{family}'s labels"
+        );
+    }
+    // Twelve calls or more at 2/s with a burst of 1: several seconds of waiting, all of it
+    // after the first scrape.
+    let waited = value(
+        &after,
+        "rest_client_rate_limiter_duration_seconds",
+        "rest_client_rate_limiter_duration_seconds_sum",
+        &[],
+    ) - waited_before;
+    assert!(waited >= 2.0, "the rate limiter's histogram moved by {waited} s only");
+
+    // The process, upstream's own counter, and kube-gc's.
+    for (family, kind) in [
+        ("process_cpu_seconds", "counter"),
+        ("process_resident_memory_bytes", "gauge"),
+        ("process_virtual_memory_bytes", "gauge"),
+        ("process_open_fds", "gauge"),
+        ("process_max_fds", "gauge"),
+        ("process_start_time_seconds", "gauge"),
+        ("garbagecollector_controller_resources_sync_error", "counter"),
+        ("kube_gc_api_calls", "counter"),
+        ("kube_gc_deleted", "counter"),
+        ("kube_gc_first_deletion_seconds", "gauge"),
+    ] {
+        assert_eq!(after.get(family).map(|f| &f["type"]), Some(&json!(kind)), "{family}");
+    }
+    assert!(
+        value(&after, "process_resident_memory_bytes", "process_resident_memory_bytes", &[]) > 1e6
+    );
+    assert_eq!(value(&after, "kube_gc_deleted", "kube_gc_deleted_total", &[]), 6.0);
+    assert_eq!(
+        label_names(&after, "kube_gc_api_calls", "kube_gc_api_calls_total"),
+        BTreeSet::from(["purpose", "verb"].map(str::to_owned))
+    );
+}
