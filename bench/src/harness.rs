@@ -124,15 +124,12 @@ pub struct Rss {
 impl Rss {
     /// Reads both figures now.
     pub fn now() -> Rss {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                .map_or(0, |kb| kb * 1024)
-        };
-        Rss { peak: field("VmHWM:"), current: field("VmRSS:") }
+        let status = procfs::process::Process::myself().and_then(|p| p.status()).ok();
+        let bytes = |kib: Option<u64>| kib.map_or(0, |kib| kib * 1024);
+        Rss {
+            peak: bytes(status.as_ref().and_then(|s| s.vmhwm)),
+            current: bytes(status.as_ref().and_then(|s| s.vmrss)),
+        }
     }
 
     /// Resets the peak to the current RSS (`echo 5 > /proc/self/clear_refs`); false where the
@@ -156,18 +153,14 @@ pub struct ProcStat {
 impl ProcStat {
     /// Reads the figures now (zeros where `/proc` is unavailable).
     pub fn now() -> ProcStat {
-        // Clock ticks per second: `USER_HZ`, 100 on every Linux ABI in use.
-        const TICKS: f64 = 100.0;
-        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-        // Fields after the parenthesized command name, which may contain spaces.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<u64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
-        // `rest` starts at field 3 (state): minflt is field 10, utime 14, stime 15.
-        let get = |field: usize| f.get(field - 3).copied().unwrap_or(0);
+        let Ok(stat) = procfs::process::Process::myself().and_then(|p| p.stat()) else {
+            return ProcStat::default();
+        };
+        let ticks = procfs::ticks_per_second() as f64;
         ProcStat {
-            user: get(14) as f64 / TICKS,
-            sys: get(15) as f64 / TICKS,
-            minor_faults: get(10),
+            user: stat.utime as f64 / ticks,
+            sys: stat.stime as f64 / ticks,
+            minor_faults: stat.minflt,
         }
     }
 

@@ -50,6 +50,33 @@ impl ProcessFigures {
     }
 }
 
+/// A process's resident memory now and at its peak (`VmRSS`, `VmHWM`), for reports and
+/// tests that watch kube-gc's memory from outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memory {
+    /// Resident set size, bytes.
+    pub resident_bytes: u64,
+    /// The peak resident set size so far, bytes.
+    pub peak_bytes: u64,
+}
+
+impl Memory {
+    /// Process `pid`'s memory (`None` if it is gone or `/proc` cannot be read).
+    pub fn of(pid: u32) -> Option<Memory> {
+        Self::from(procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?)
+    }
+
+    /// This process's memory.
+    pub fn myself() -> Option<Memory> {
+        Self::from(procfs::process::Process::myself().ok()?)
+    }
+
+    fn from(process: procfs::process::Process) -> Option<Memory> {
+        let status = process.status().ok()?;
+        Some(Memory { resident_bytes: status.vmrss? * 1024, peak_bytes: status.vmhwm? * 1024 })
+    }
+}
+
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
         let Ok(p) = ProcessFigures::read() else { return Ok(()) };
@@ -102,5 +129,8 @@ mod tests {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
         let age = now.as_secs_f64() - p.start_time_seconds;
         assert!((-2.0..3600.0).contains(&age), "started {age} s ago: {p:?}");
+        let memory = Memory::myself().expect("/proc/self/status");
+        assert!(memory.peak_bytes >= memory.resident_bytes && memory.resident_bytes > 1 << 20);
+        assert_eq!(Memory::of(std::process::id()).map(|m| m.peak_bytes > 0), Some(true));
     }
 }

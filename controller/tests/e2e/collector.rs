@@ -327,11 +327,7 @@ impl Collector {
 
     /// kube-gc's resident set size in KiB.
     pub fn rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        Some(kube_gc::metrics::process::Memory::of(self.pid()?)?.resident_bytes / 1024)
     }
 }
 

@@ -151,10 +151,7 @@ impl Running {
 
     /// Peak resident set size so far (`VmHWM`), in bytes.
     pub fn peak_rss(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
+        Some(kube_gc::metrics::process::Memory::of(self.child.id())?.peak_bytes)
     }
 
     /// SIGTERM, then SIGKILL after 10 s.

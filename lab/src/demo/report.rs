@@ -202,15 +202,7 @@ pub(super) fn thousands(n: u64) -> String {
 
 /// `VmRSS` and `VmHWM` of this process, bytes (0 where /proc is not there).
 pub(super) fn rss() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    kube_gc::metrics::process::Memory::myself().map_or((0, 0), |m| (m.resident_bytes, m.peak_bytes))
 }
 
 /// Resets VmHWM to the current RSS (Linux ≥ 4.0), so that the peak measured is kube-gc's.
