@@ -198,8 +198,8 @@ pub struct Flags {
     #[arg(long, value_delimiter = ',', value_parser = parse_vmodule)]
     pub vmodule: Vec<(String, u8)>,
 
-    /// Log format, as kube-controller-manager's `--logging-format`: `text` or `json` (one
-    /// object per line: timestamp, level, message, fields).
+    /// Log format, as kube-controller-manager's `--logging-format`: `text` or `json` (klog's
+    /// structured shape, one object per line: `ts`, `caller`, `msg`, `v` or `err`, fields).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub logging_format: String,
 }

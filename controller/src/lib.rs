@@ -29,6 +29,7 @@ pub mod inspect;
 pub mod kube_cluster;
 pub mod kubeconfig;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod run;
 pub mod serving;

@@ -7,13 +7,6 @@ use kube_gc::{Controller, Flags};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The log filter: `KUBE_GC_LOG`, else `RUST_LOG` (tracing's syntax), else `-v` and `--vmodule`.
-fn filter(flags: &Flags) -> tracing_subscriber::EnvFilter {
-    tracing_subscriber::EnvFilter::try_from_env("KUBE_GC_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(flags.log_filter()))
-}
-
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -31,16 +24,7 @@ async fn shutdown_signal() {
 
 fn main() -> std::process::ExitCode {
     let flags = Flags::parse();
-    // To stderr, as klog; colours only for a terminal (a log file or `kubectl logs` gets none).
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter(&flags))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    if flags.logging_format == "json" {
-        logs.json().flatten_event(true).init();
-    } else {
-        logs.init();
-    }
+    kube_gc::logging::init(&flags);
     if let Err(e) = flags.validate() {
         eprintln!("kube-gc: {e}");
         return std::process::ExitCode::from(2);

@@ -1,5 +1,6 @@
-//! `--logging-format=json`: every line kube-gc writes is one JSON object with a timestamp, a
-//! level and a message, at every verbosity, including while it retries an unreachable server.
+//! `--logging-format=json`: every line kube-gc writes is one JSON object in klog's structured
+//! shape (`ts` in seconds, `caller` as file:line, `msg`, `v` for an info line), at every
+//! verbosity, including while it retries an unreachable server.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -52,16 +53,30 @@ users:
     child.stderr.take().unwrap().read_to_string(&mut text).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines.len() >= 2, "kube-gc logged too little to judge: {text}");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let mut objects = Vec::new();
     for line in &lines {
         let object: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-        for field in ["timestamp", "level", "message", "target"] {
-            assert!(object.get(field).is_some(), "no {field}: {line}");
-        }
+        let ts = object["ts"].as_f64().unwrap_or_else(|| panic!("no numeric ts: {line}"));
+        assert!((now.as_secs_f64() - ts).abs() < 60.0, "ts is not now in seconds: {line}");
+        let caller = object["caller"].as_str().unwrap_or_else(|| panic!("no caller: {line}"));
+        assert!(caller.contains(".rs:"), "caller is not file:line: {line}");
+        assert!(object["msg"].is_string(), "no msg: {line}");
+        // An info line has its verbosity; an error line has none, and `err` if it carries one.
+        assert!(object.get("v").is_none_or(|v| v.is_u64()), "a v that is not a level: {line}");
+        assert!(object.get("level").is_none(), "tracing's shape, not klog's: {line}");
+        objects.push(object);
     }
     assert!(
-        lines.iter().any(|l| l.contains("\"level\":\"WARN\"") && l.contains("discover")),
-        "the failing discovery is logged: {text}"
+        objects.iter().any(|o| o["v"] == 0 && o["msg"].as_str().unwrap().contains("discover")),
+        "the failing discovery is logged at V(0): {text}"
+    );
+    assert!(
+        objects
+            .iter()
+            .any(|o| o["msg"].as_str().unwrap().contains("discover") && o["err"].is_string()),
+        "the discovery's error is klog's err: {text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
