@@ -21,6 +21,8 @@ pub struct DebugState {
     pub collector: Arc<kube_gc_engine::collector::Collector<crate::kube_cluster::KubeCluster>>,
     /// The dependency graph (the DOT endpoint).
     pub graph: Arc<Graph>,
+    /// The cluster for live reads of the debug endpoints (its own budget and counts).
+    pub inspection: crate::kube_cluster::KubeCluster,
     /// Every family `/metrics` serves.
     pub registry: Arc<Registry>,
     /// Set once every watcher has synced (or the sync timeout passed).
@@ -43,6 +45,7 @@ pub fn router(state: DebugState) -> Router {
             "/debug/controllers/garbagecollector/blast-radius",
             get(crate::inspect::blast_radius_handler),
         )
+        .route("/debug/controllers/garbagecollector/explain", get(crate::inspect::explain_handler))
         .with_state(state)
 }
 

@@ -1,13 +1,17 @@
 //! The debug server's questions about one object, answered from the graph as JSON:
 //! `/debug/controllers/garbagecollector/tree?uid=U[&depth=N]` (its owners up to the roots and its
 //! dependents down to the leaves) and `…/blast-radius?uid=U[&policy=background|foreground|orphan]`
-//! (what deleting it would remove, keep and orphan). See `kube_gc_engine::inspect`.
+//! (what deleting it would remove, keep and orphan), and `…/explain?uid=U` (its owners as the
+//! collector classifies them, its next step, and what each finalizer of an object being
+//! deleted waits for). See `kube_gc_engine::inspect`.
 
 use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kube_gc_engine::cluster::PropagationPolicy;
-use kube_gc_engine::inspect::{BlastRadius, TreeNode, blast_radius, tree};
+use kube_gc_engine::inspect::{
+    BlastRadius, Decision, Evidence, Explanation, OwnerState, TreeNode, blast_radius, explain, tree,
+};
 use kube_gc_engine::{ObjectReference, Uid};
 use serde_json::{Value, json};
 
@@ -116,5 +120,110 @@ pub async fn blast_radius_handler(State(s): State<DebugState>, RawQuery(q): RawQ
             (StatusCode::NOT_FOUND, "no observed object with this UID in the graph").into_response()
         }
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+fn explanation_json(e: &Explanation) -> Value {
+    let refs = |os: &[ObjectReference]| os.iter().map(reference).collect::<Vec<_>>();
+    let (action, detail) = match &e.decision {
+        Decision::Nothing(why) => ("none", json!(why)),
+        Decision::Keep(solid) => ("keep", json!({"solidOwners": refs(solid)})),
+        Decision::Verify(owners) => (
+            "verify",
+            json!({
+                "owners": refs(owners),
+                "why": "never observed: a live read (GET or proof LIST) decides whether each exists",
+            }),
+        ),
+        Decision::RemoveReferences(owners) => ("removeReferences", json!({"owners": refs(owners)})),
+        Decision::Delete { foreground } => (
+            "delete",
+            json!({
+                "propagationPolicy": if *foreground { "Foreground" } else { "its own orphan/foregroundDeletion finalizer's, else Background" },
+                "why": "every owner is absent or being deleted in the foreground",
+            }),
+        ),
+        Decision::WaitForBlockingDependents(n) => {
+            ("waitForBlockingDependents", json!({"blockingDependents": n}))
+        }
+        Decision::RemoveForegroundFinalizer => {
+            ("removeForegroundFinalizer", json!({"why": "no blocking dependent is left"}))
+        }
+        Decision::OrphanDependents(n) => ("orphanDependents", json!({"dependents": n})),
+        Decision::DeferredUntilSynced => (
+            "deferredUntilSynced",
+            json!({
+                "why": "the decision reads the dependents set, complete only once every resource has synced",
+            }),
+        ),
+    };
+    let owners: Vec<Value> = e
+        .owners
+        .iter()
+        .map(|o| {
+            let mut v = reference(&o.owner);
+            v["blockOwnerDeletion"] = json!(o.block_owner_deletion);
+            v["state"] = json!(match o.state {
+                OwnerState::Solid => "solid",
+                OwnerState::WaitingForDependentsDeletion => "waitingForDependentsDeletion",
+                OwnerState::Dangling => "dangling",
+                OwnerState::Unverified => "unverified",
+            });
+            v["evidence"] = json!(match o.evidence {
+                Evidence::Observed => "observed by its watch",
+                Evidence::CoordinatesDiffer => "its UID was observed under another kind or name",
+                Evidence::ProvenAbsent => "proven absent by a live read (absent-owner cache)",
+                Evidence::RemovedAfterRead =>
+                    "proven absent by a live read, and removed from the graph",
+                Evidence::Virtual => "only named by dependents: not observed, not read yet",
+            });
+            v
+        })
+        .collect();
+    let finalizers: Vec<Value> = e
+        .finalizers
+        .iter()
+        .map(|f| {
+            json!({
+                "name": f.name,
+                "removedBy": if f.garbage_collectors { "the garbage collector" } else { "not the garbage collector: the controller that added it" },
+                "waitingForTotal": f.waiting_for_total,
+                "waitingFor": f.waiting_for.iter().map(|w| {
+                    let mut v = reference(&w.object);
+                    v["beingDeleted"] = json!(w.being_deleted);
+                    v["finalizers"] = json!(w.finalizers);
+                    v["blockingDependents"] = json!(w.blocking_dependents);
+                    v
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let mut out = json!({
+        "object": reference(&e.object),
+        "observed": e.observed,
+        "beingDeleted": e.being_deleted,
+        "owners": owners,
+        "next": {"action": action, "detail": detail},
+        "retries": e.retries,
+        "lastError": e.last_error,
+        "warmingUp": e.warming_up,
+        "finalizers": finalizers,
+    });
+    if let Some(err) = &e.live_read_error {
+        out["liveReadError"] = json!(err);
+    }
+    out
+}
+
+/// `GET …/explain?uid=U`: why the object is where it is (see the module docs).
+pub async fn explain_handler(State(s): State<DebugState>, RawQuery(q): RawQuery) -> Response {
+    let q = q.unwrap_or_default();
+    let uid = match uid_of(&q) {
+        Ok(uid) => uid,
+        Err(e) => return e.into_response(),
+    };
+    match explain(&s.collector, &s.inspection, uid).await {
+        Some(e) => json_response(explanation_json(&e)),
+        None => (StatusCode::NOT_FOUND, "no object with this UID in the graph").into_response(),
     }
 }

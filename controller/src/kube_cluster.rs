@@ -75,6 +75,20 @@ impl KubeCluster {
         crate::metrics::rest_client::global().rate_limited(verb, started.elapsed());
     }
 
+    /// The same cluster for the debug endpoints' live reads (`…/explain`): the same client
+    /// and resource mapping, but a budget of its own (5 reads/s, bursts of 20) and call
+    /// counts of its own, so that answering an operator neither slows the collector nor
+    /// shows in its `kube_gc_api_calls_total`.
+    pub fn for_inspection(&self) -> KubeCluster {
+        KubeCluster {
+            client: self.client.clone(),
+            mapper: self.mapper.clone(),
+            limiter: Arc::new(token_bucket(5.0, 20)),
+            events: self.events.clone(),
+            calls: Arc::default(),
+        }
+    }
+
     /// A cluster over `client`, at most `qps` requests per second with bursts of `burst`;
     /// Warning events go through an [`EventRecorder`] with a budget of their own. Must be
     /// called within a tokio runtime (the recorder's task).

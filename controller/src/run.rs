@@ -166,6 +166,7 @@ impl Controller {
             events: cluster.event_counts().clone(),
         };
         let debug = DebugState {
+            inspection: cluster.for_inspection(),
             collector: collector.clone(),
             graph: graph.clone(),
             registry: Arc::new(crate::metrics::registry(metrics.clone(), sources)),

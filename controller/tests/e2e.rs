@@ -36,6 +36,8 @@ mod collector;
 mod debug_endpoint;
 #[path = "e2e/env.rs"]
 mod env;
+#[path = "e2e/explain.rs"]
+mod explain;
 #[path = "e2e/faults.rs"]
 mod faults;
 #[path = "e2e/https.rs"]
@@ -347,6 +349,18 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
                 run_one(&client, &mut kgc, "debug_endpoint_hostile_uids", &suffix, |cx| {
                     Box::pin(debug_endpoint::debug_endpoint_hostile_uids(cx))
                 })
+                .await,
+            );
+        }
+        if wanted("explain_and_blast_radius_match_the_cluster") {
+            f_runs.push(
+                run_one(
+                    &client,
+                    &mut kgc,
+                    "explain_and_blast_radius_match_the_cluster",
+                    &suffix,
+                    |cx| Box::pin(explain::explain_and_blast_radius_match_the_cluster(cx)),
+                )
                 .await,
             );
         }

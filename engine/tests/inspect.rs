@@ -9,20 +9,8 @@ use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
 };
 
-fn uid(i: u32) -> String {
-    format!("00000000-0000-4000-8000-{i:012}")
-}
-
-fn owner(api_version: &str, kind: &str, name: &str, i: u32) -> OwnerReference {
-    OwnerReference {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        name: name.into(),
-        uid: uid(i),
-        controller: None,
-        block_owner_deletion: Some(true),
-    }
-}
+mod support;
+use support::{blocking_owner as owner, uid};
 
 fn object(name: &str, i: u32, owners: Vec<OwnerReference>) -> ObjectMeta {
     ObjectMeta {

@@ -79,7 +79,10 @@ impl<C: Cluster> Collector<C> {
                 }
                 Outcome::Forget
             }
-            Err(e) if e.outcome() == Outcome::Forget => Outcome::Forget,
+            Err(e) if e.outcome() == Outcome::Forget => {
+                self.last_errors.lock().pop(&node.identity.uid);
+                Outcome::Forget
+            }
             Err(e) => {
                 match &e {
                     ItemError::RestMapping(_) => {
@@ -87,6 +90,7 @@ impl<C: Cluster> Collector<C> {
                     }
                     _ => tracing::warn!(item = %node.identity, error = %e, "error syncing item"),
                 }
+                self.last_errors.lock().put(node.identity.uid, e.to_string());
                 Outcome::Requeue
             }
             Ok(_) if was_virtual && self.still_virtual(key) => {
@@ -96,7 +100,10 @@ impl<C: Cluster> Collector<C> {
                 self.restore_reasons(key, REASON_VERIFY);
                 Outcome::Requeue
             }
-            Ok(_) => Outcome::Forget,
+            Ok(_) => {
+                self.last_errors.lock().pop(&node.identity.uid);
+                Outcome::Forget
+            }
         }
     }
 

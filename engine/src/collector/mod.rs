@@ -236,8 +236,13 @@ pub struct Collector<C> {
     orphaned: OrphanedOwners,
     /// Virtual owners waiting for a proof list.
     proofs: Mutex<absence_proofs::Proofs>,
+    /// The last error of each item being retried (bounded), for `inspect::explain`.
+    last_errors: Mutex<lru::LruCache<crate::Uid, String>>,
     stats: CollectorStats,
 }
+
+/// Most items whose last error is remembered.
+const LAST_ERRORS: usize = 4096;
 
 impl<C> fmt::Debug for Collector<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -275,6 +280,9 @@ impl<C: Cluster> Collector<C> {
             stale_copies: Mutex::default(),
             orphaned: OrphanedOwners::new(orphaned_owners::DEFAULT_CAPACITY),
             proofs: Mutex::new(absence_proofs::Proofs::new()),
+            last_errors: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(LAST_ERRORS).expect("non-zero"),
+            )),
             stats: CollectorStats::default(),
         }
     }
@@ -295,6 +303,12 @@ impl<C: Cluster> Collector<C> {
     pub fn with_orphaned_owners_capacity(mut self, capacity: usize) -> Self {
         self.orphaned = OrphanedOwners::new(capacity);
         self
+    }
+
+    /// Why the last attempt on the object `uid` failed, while it is being retried (the most
+    /// recent [`LAST_ERRORS`] items).
+    pub fn last_error(&self, uid: crate::Uid) -> Option<String> {
+        self.last_errors.lock().peek(&uid).cloned()
     }
 
     /// The owners this collector orphaned.

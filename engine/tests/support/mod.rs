@@ -107,3 +107,25 @@ impl<C: Cluster> Env<C> {
         panic!("attemptToDelete did not drain in {max} iterations");
     }
 }
+
+/// The test UUID numbered `i`.
+pub fn uid(i: u32) -> String {
+    format!("00000000-0000-4000-8000-{i:012}")
+}
+
+/// A blocking owner reference to the object numbered `i` (see [`uid`]).
+pub fn blocking_owner(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    i: u32,
+) -> kube_gc_engine::OwnerReference {
+    kube_gc_engine::OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: uid(i),
+        controller: None,
+        block_owner_deletion: Some(true),
+    }
+}

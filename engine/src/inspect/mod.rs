@@ -1,11 +1,18 @@
-//! Questions answered from the graph alone: the ownership tree around an object, and what a
-//! delete of it would take with it (its blast radius).
+//! Questions answered from the graph: the ownership tree around an object, what a delete of it
+//! would take with it (its blast radius), and why it is where it is ([`explain()`]).
 //!
 //! Both read the graph as the collector knows it (watched objects and virtual owners), without
 //! an API call, so they answer in milliseconds for any object; what they say is what the
 //! collector would do if nothing else changed meanwhile.
 
+mod explain;
+
 use std::collections::{BTreeMap, HashSet, VecDeque};
+
+pub use explain::{
+    Decision, Evidence, Explanation, FinalizerExplained, OwnerExplained, OwnerState, Waiting,
+    explain,
+};
 
 use crate::cluster::PropagationPolicy;
 use crate::graph::{Graph, NodeView};

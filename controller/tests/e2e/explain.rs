@@ -1,0 +1,108 @@
+//! kube-gc's answers about one object against the real kube-apiserver, tried as an operator
+//! would: `…/explain` of a foreground deletion held by a blocking dependent with a foreign
+//! finalizer names that dependent and its finalizer, and `…/blast-radius` of an owner whose
+//! second dependent has another live owner equals what a real background delete then removes.
+
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use serde_json::Value;
+
+use super::cluster::{Ctx, Del, Kind, OwnerRef, Wait, config_map, pod, rc};
+use super::collector::http_get;
+
+const RC: &str = "ReplicationController";
+const BASE: &str = "/debug/controllers/garbagecollector";
+
+fn rc_ref(cx: &Ctx<'_>, logical: &str) -> OwnerRef {
+    OwnerRef::new("v1", RC, &cx.obj(logical).name, &cx.uid(logical))
+}
+
+/// `states` as `Ctx::expect` takes them.
+fn want(states: &[(String, String)]) -> Vec<(&str, &str)> {
+    states.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// GETs a debug endpoint of the running kube-gc as JSON.
+fn debug_json(cx: &Ctx<'_>, path: &str) -> anyhow::Result<Value> {
+    let (code, body) = http_get(cx.collector.debug_port, path)?;
+    ensure!(code == 200, "{path}: {code} {body:.300}");
+    serde_json::from_str(&body).with_context(|| format!("{path}: not JSON: {body:.300}"))
+}
+
+/// See the module docs.
+pub async fn explain_and_blast_radius_match_the_cluster(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    // 1. A foreground deletion held by a blocking dependent with a finalizer of its own.
+    cx.create("held-owner", Kind::rc(), rc(&[], &[])).await?;
+    let owner = rc_ref(cx, "held-owner").block(true);
+    cx.create("held", Kind::pod(), pod(&[owner], &["example.com/hold"])).await?;
+    cx.wait_observed(&["held"], Duration::from_secs(60)).await?;
+    cx.delete("held-owner", Del::Foreground).await?;
+    let held_state = format!("deleting fin=[example.com/hold] owners=[{RC}/held-owner!]");
+    let mut states = vec![
+        ("held-owner".to_owned(), "deleting fin=[foregroundDeletion]".to_owned()),
+        ("held".to_owned(), held_state),
+    ];
+    cx.expect("blocked", &want(&states), Wait::HOLD).await?;
+
+    let owner_uid = cx.uid("held-owner");
+    let e = debug_json(cx, &format!("{BASE}/explain?uid={owner_uid}"))?;
+    ensure!(e["beingDeleted"] == true, "the owner is being deleted: {e}");
+    ensure!(e["next"]["action"] == "waitForBlockingDependents", "the owner waits: {e}");
+    let foreground = &e["finalizers"][0];
+    ensure!(foreground["name"] == "foregroundDeletion", "{e}");
+    ensure!(foreground["removedBy"] == "the garbage collector", "{e}");
+    let blocker = &foreground["waitingFor"][0];
+    ensure!(blocker["name"] == cx.obj("held").name.as_str(), "names the blocking Pod: {e}");
+    ensure!(blocker["finalizers"][0] == "example.com/hold", "names its finalizer: {e}");
+    ensure!(blocker["beingDeleted"] == true, "{e}");
+    // The Pod's own explanation: deleted, held by a finalizer that is not the collector's.
+    let p = debug_json(cx, &format!("{BASE}/explain?uid={}", cx.uid("held")))?;
+    ensure!(p["next"]["action"] == "none", "{p}");
+    ensure!(p["finalizers"][0]["name"] == "example.com/hold", "{p}");
+    ensure!(p["finalizers"][0]["removedBy"].as_str().is_some_and(|s| s.starts_with("not")), "{p}");
+    ensure!(p["owners"][0]["state"] == "waitingForDependentsDeletion", "{p}");
+    eprintln!("    ✓ explain names the blocking Pod and its finalizer example.com/hold");
+    cx.clear_finalizers("held").await?;
+    states = vec![("held-owner".into(), "gone".into()), ("held".into(), "gone".into())];
+    cx.expect("unblocked", &want(&states), Wait::DEFAULT).await?;
+
+    // 2. The blast radius of an owner, then the delete it predicts.
+    cx.create("web", Kind::rc(), rc(&[], &[])).await?;
+    cx.create("keep", Kind::config_map(), config_map(&[], &[])).await?;
+    let web = rc_ref(cx, "web");
+    let keep = OwnerRef::new("v1", "ConfigMap", &cx.obj("keep").name, &cx.uid("keep"));
+    cx.create("only-web", Kind::pod(), pod(std::slice::from_ref(&web), &[])).await?;
+    cx.create("shared", Kind::pod(), pod(&[web, keep], &[])).await?;
+    cx.wait_observed(&["only-web", "shared"], Duration::from_secs(60)).await?;
+    let r =
+        debug_json(cx, &format!("{BASE}/blast-radius?uid={}&policy=background", cx.uid("web")))?;
+    let names = |v: &Value| -> Vec<String> {
+        let mut n: Vec<String> = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["name"].as_str().map(str::to_owned))
+            .collect();
+        n.sort();
+        n
+    };
+    let mut predicted = vec![cx.obj("web").name.clone(), cx.obj("only-web").name.clone()];
+    predicted.sort();
+    ensure!(names(&r["deleted"]) == predicted, "radius: {r}");
+    ensure!(names(&r["kept"]) == [cx.obj("shared").name.clone()], "kept: {r}");
+    cx.delete("web", Del::Background).await?;
+    let shared_state = "live owners=[ConfigMap/keep]".to_owned();
+    states.extend([
+        ("web".into(), "gone".into()),
+        ("keep".into(), "live".into()),
+        ("only-web".into(), "gone".into()),
+        ("shared".into(), shared_state),
+    ]);
+    cx.expect("deleted as predicted", &want(&states), Wait::DEFAULT).await?;
+    eprintln!(
+        "    ✓ the blast radius ({}) is what the background delete removed",
+        predicted.join(", ")
+    );
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! Why an object is where it is: each owner as the collector classifies it and on what
+//! evidence, what the collector will do next and why, and, for an object being deleted, what
+//! each finalizer waits for and who removes it.
+//!
+//! The owners and the decision come from the graph, the absent-owner cache and the work queue,
+//! as the collector would read them now (its own decision reads owners live: an owner the graph
+//! shows observed may have gone since, which the next watch event tells). Finalizers are not in
+//! the graph: [`explain`] reads them live, for the object and for the few dependents a
+//! finalizer waits for.
+
+use crate::cluster::{Cluster, ClusterError};
+use crate::collector::Collector;
+use crate::graph::NodeView;
+use crate::identity::{Namespace, ObjectReference, OwnerRef, Uid};
+use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
+
+/// Most dependents a finalizer's explanation reads live (the rest are counted).
+const MAX_LIVE_READS: usize = 20;
+
+/// How the collector classifies an owner reference (upstream's `classifyReferences`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnerState {
+    /// The owner exists and is not being deleted in the foreground: the object is kept.
+    Solid,
+    /// The owner exists and is being deleted in the foreground (`foregroundDeletion`).
+    WaitingForDependentsDeletion,
+    /// The owner is absent (or another object now holds its name).
+    Dangling,
+    /// Not known yet: the collector reads the owner before deciding.
+    Unverified,
+}
+
+/// What an [`OwnerState`] rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evidence {
+    /// The owner's watch delivered it, with this UID.
+    Observed,
+    /// The watch delivered an object with this UID under another kind or name.
+    CoordinatesDiffer,
+    /// A live read (GET or proof LIST) found it absent; remembered in the absent-owner cache.
+    ProvenAbsent,
+    /// A live read found it absent and its placeholder left the graph (a virtual delete).
+    RemovedAfterRead,
+    /// Only named by dependents: never observed, not read yet.
+    Virtual,
+}
+
+/// One owner reference of the object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerExplained {
+    /// The owner, in the object's namespace (or cluster-scoped, as the graph holds it).
+    pub owner: ObjectReference,
+    /// The reference's `blockOwnerDeletion`.
+    pub block_owner_deletion: bool,
+    /// Its classification.
+    pub state: OwnerState,
+    /// On what.
+    pub evidence: Evidence,
+}
+
+/// What the collector will do next with the object, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing: the reason says why.
+    Nothing(&'static str),
+    /// Keep it: these owners exist.
+    Keep(Vec<ObjectReference>),
+    /// Read these owners first (a GET, or a proof LIST of their resource); absent ones make
+    /// the references dangling.
+    Verify(Vec<ObjectReference>),
+    /// Keep it, and remove its references to these owners (dangling or waiting).
+    RemoveReferences(Vec<ObjectReference>),
+    /// Delete it, every owner being gone or going: in the foreground when an owner waits for
+    /// its dependents' deletion and it has dependents, else with the policy its own
+    /// `orphan`/`foregroundDeletion` finalizer names, else in the background.
+    Delete {
+        /// Whether the delete is in the foreground (false: its own finalizers' or background).
+        foreground: bool,
+    },
+    /// A foreground deletion: wait for these blocking dependents to go.
+    WaitForBlockingDependents(usize),
+    /// A foreground deletion with no blocking dependent left: remove `foregroundDeletion`.
+    RemoveForegroundFinalizer,
+    /// An orphaning deletion: remove the references of these many dependents, then `orphan`.
+    OrphanDependents(usize),
+    /// The decision reads the dependents set, which is complete only once every resource has
+    /// synced: it waits for that.
+    DeferredUntilSynced,
+}
+
+/// A dependent a finalizer waits for, read live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    /// The dependent.
+    pub object: ObjectReference,
+    /// Being deleted already.
+    pub being_deleted: bool,
+    /// Its own finalizers, live (empty if it could not be read).
+    pub finalizers: Vec<String>,
+    /// Its own blocking dependents, by the graph (what holds it in turn).
+    pub blocking_dependents: usize,
+}
+
+/// One finalizer of an object being deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinalizerExplained {
+    /// The finalizer.
+    pub name: String,
+    /// The collector's (`foregroundDeletion`, `orphan`): it removes it; otherwise another
+    /// controller's, which must remove it itself.
+    pub garbage_collectors: bool,
+    /// What it waits for: for `foregroundDeletion` the blocking dependents still present, for
+    /// `orphan` the dependents still referring to the object (at most [`MAX_LIVE_READS`]).
+    pub waiting_for: Vec<Waiting>,
+    /// How many it waits for in all.
+    pub waiting_for_total: usize,
+}
+
+/// The answer of [`explain`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explanation {
+    /// The object, as the graph holds it.
+    pub object: ObjectReference,
+    /// Observed by a watch (false: only named as an owner).
+    pub observed: bool,
+    /// Has a deletionTimestamp (as last observed).
+    pub being_deleted: bool,
+    /// Its owners.
+    pub owners: Vec<OwnerExplained>,
+    /// What the collector will do next.
+    pub decision: Decision,
+    /// Failed attempts on it so far, retried with backoff.
+    pub retries: u32,
+    /// Why the last attempt failed, while it is retried.
+    pub last_error: Option<String>,
+    /// The collector has not synced every resource yet.
+    pub warming_up: bool,
+    /// Its finalizers, read live, when it is being deleted (empty otherwise, or if the read
+    /// failed: see `live_read_error`).
+    pub finalizers: Vec<FinalizerExplained>,
+    /// Why a live read failed, if one did.
+    pub live_read_error: Option<String>,
+}
+
+/// Explains the object `uid` (see the module docs), reading finalizers through `cluster`;
+/// `None` if the graph does not hold it.
+pub async fn explain<C: Cluster, R: Cluster>(
+    collector: &Collector<C>,
+    cluster: &R,
+    uid: Uid,
+) -> Option<Explanation> {
+    let graph = collector.graph();
+    let node = graph.node(uid)?;
+    let owners: Vec<OwnerExplained> =
+        node.owners.iter().map(|o| owner(collector, &node, o)).collect();
+    let warming_up = collector.is_warming_up();
+    let decision = decide(collector, &node, &owners, warming_up);
+    let retries = collector.attempt_to_delete_queue().num_requeues(&node.key());
+    let mut out = Explanation {
+        object: node.identity.clone(),
+        observed: !node.is_virtual,
+        being_deleted: node.being_deleted,
+        owners,
+        decision,
+        retries,
+        last_error: collector.last_error(uid),
+        warming_up,
+        finalizers: Vec::new(),
+        live_read_error: None,
+    };
+    if node.being_deleted {
+        match read_finalizers(cluster, &node.identity).await {
+            Ok(finalizers) => {
+                for name in finalizers {
+                    out.finalizers.push(finalizer(collector, cluster, &node, name).await);
+                }
+            }
+            Err(e) => out.live_read_error = Some(format!("cannot read {}: {e}", node.identity)),
+        }
+    }
+    Some(out)
+}
+
+/// Classifies `owner` of `item` from the graph and the absent-owner cache, as `isDangling`
+/// would find it.
+fn owner<C: Cluster>(
+    collector: &Collector<C>,
+    item: &NodeView,
+    owner: &OwnerRef,
+) -> OwnerExplained {
+    let block_owner_deletion = owner.block_owner_deletion == Some(true);
+    let in_cache = [Namespace::CLUSTER, item.identity.namespace]
+        .into_iter()
+        .any(|ns| collector.absent_owners().has(&ObjectReference::from_owner(owner, ns)));
+    let node = collector.graph().node(owner.uid);
+    let namespace = node.as_ref().map_or(item.identity.namespace, |n| n.identity.namespace);
+    let (state, evidence) = match node {
+        _ if in_cache => (OwnerState::Dangling, Evidence::ProvenAbsent),
+        None => (OwnerState::Dangling, Evidence::RemovedAfterRead),
+        Some(n) if n.is_virtual => (OwnerState::Unverified, Evidence::Virtual),
+        Some(n) if !n.identity.matches_coordinates(owner) => {
+            (OwnerState::Dangling, Evidence::CoordinatesDiffer)
+        }
+        Some(n) if n.deleting_dependents => {
+            (OwnerState::WaitingForDependentsDeletion, Evidence::Observed)
+        }
+        Some(_) => (OwnerState::Solid, Evidence::Observed),
+    };
+    OwnerExplained {
+        owner: ObjectReference::from_owner(owner, namespace),
+        block_owner_deletion,
+        state,
+        evidence,
+    }
+}
+
+/// The collector's next step on `node`, as `attemptToDeleteItem` and
+/// `processDeletingDependentsItem` would take it on the graph's view.
+fn decide<C: Cluster>(
+    collector: &Collector<C>,
+    node: &NodeView,
+    owners: &[OwnerExplained],
+    warming_up: bool,
+) -> Decision {
+    let graph = collector.graph();
+    if node.is_virtual {
+        return Decision::Verify(vec![node.identity.clone()]);
+    }
+    if node.being_deleted && !node.deleting_dependents {
+        if node.has_gc_finalizers {
+            // Being deleted with a GC finalizer and not foreground: `orphan`.
+            if warming_up {
+                return Decision::DeferredUntilSynced;
+            }
+            return Decision::OrphanDependents(graph.dependents_len(node.identity.uid));
+        }
+        return Decision::Nothing(
+            "being deleted: the API server removes it once its finalizers are gone",
+        );
+    }
+    if node.deleting_dependents {
+        if warming_up {
+            return Decision::DeferredUntilSynced;
+        }
+        return match graph.blocking_dependents(node.identity.uid).len() {
+            0 => Decision::RemoveForegroundFinalizer,
+            n => Decision::WaitForBlockingDependents(n),
+        };
+    }
+    if owners.is_empty() {
+        return Decision::Nothing("no owner references: never garbage");
+    }
+    let with = |state: OwnerState| -> Vec<ObjectReference> {
+        owners.iter().filter(|o| o.state == state).map(|o| o.owner.clone()).collect()
+    };
+    let solid = with(OwnerState::Solid);
+    let unverified = with(OwnerState::Unverified);
+    let waiting = with(OwnerState::WaitingForDependentsDeletion);
+    let dangling = with(OwnerState::Dangling);
+    if !unverified.is_empty() {
+        // With a solid owner too the object stays; the read only decides whether the
+        // unverified references are removed.
+        return Decision::Verify(unverified);
+    }
+    if !solid.is_empty() {
+        let going: Vec<_> = dangling.into_iter().chain(waiting).collect();
+        return if going.is_empty() {
+            Decision::Keep(solid)
+        } else {
+            Decision::RemoveReferences(going)
+        };
+    }
+    let foreground = !waiting.is_empty() && node.dependents_len != 0;
+    // During warm-up only a deletion every owner's absence proves, in the background, goes
+    // ahead (--early-collection); the rest waits for sync.
+    if warming_up && (!waiting.is_empty() || node.has_gc_finalizers) {
+        return Decision::DeferredUntilSynced;
+    }
+    Decision::Delete { foreground }
+}
+
+async fn read_finalizers<R: Cluster>(
+    cluster: &R,
+    object: &ObjectReference,
+) -> Result<Vec<String>, String> {
+    let resource = cluster.resource_for(object.ty).map_err(|e| e.to_string())?;
+    let namespace = if resource.namespaced { object.namespace.as_str() } else { "" };
+    match cluster.get(&resource, namespace, &object.name).await {
+        Ok(meta) if meta.uid == object.uid.to_string() => Ok(meta.finalizers),
+        Ok(_) | Err(ClusterError::NotFound) => Err("gone".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// One finalizer of `node`, with what it waits for.
+async fn finalizer<C: Cluster, R: Cluster>(
+    collector: &Collector<C>,
+    cluster: &R,
+    node: &NodeView,
+    name: String,
+) -> FinalizerExplained {
+    let graph = collector.graph();
+    let uid = node.identity.uid;
+    let waiting_on: Vec<Uid> = match name.as_str() {
+        FINALIZER_DELETE_DEPENDENTS => graph.blocking_dependents(uid),
+        FINALIZER_ORPHAN => {
+            let mut seen = std::collections::HashSet::new();
+            graph.dependents(uid).into_iter().map(|d| d.uid).filter(|u| seen.insert(*u)).collect()
+        }
+        _ => Vec::new(),
+    };
+    let garbage_collectors = name == FINALIZER_DELETE_DEPENDENTS || name == FINALIZER_ORPHAN;
+    let mut waiting_for = Vec::new();
+    for dep in waiting_on.iter().take(MAX_LIVE_READS) {
+        let Some(d) = graph.node(*dep) else { continue };
+        let finalizers = read_finalizers(cluster, &d.identity).await.unwrap_or_default();
+        waiting_for.push(Waiting {
+            blocking_dependents: graph.blocking_dependents(*dep).len(),
+            being_deleted: d.being_deleted,
+            object: d.identity,
+            finalizers,
+        });
+    }
+    FinalizerExplained {
+        name,
+        garbage_collectors,
+        waiting_for,
+        waiting_for_total: waiting_on.len(),
+    }
+}

@@ -1,0 +1,205 @@
+//! `inspect::explain`: each owner classified as the collector classifies it, the next step it
+//! would take, and for an object being deleted what each finalizer waits for, read live.
+
+use futures::executor::block_on;
+use kube_gc_engine::cluster::Resource;
+use kube_gc_engine::collector::CollectorOptions;
+use kube_gc_engine::inspect::{Decision, Evidence, Explanation, OwnerState, explain};
+use kube_gc_engine::{EventType, ObjectMeta, ObjectReference, OwnerReference, Uid};
+use kube_gc_testkit::{MemoryCluster, resource};
+
+mod support;
+use support::{Env, uid};
+
+fn pods() -> Resource {
+    resource("v1", "pods", "Pod", true)
+}
+fn replicasets() -> Resource {
+    resource("apps/v1", "replicasets", "ReplicaSet", true)
+}
+fn configmaps() -> Resource {
+    resource("v1", "configmaps", "ConfigMap", true)
+}
+
+fn owner(kind: &str, name: &str, i: u32) -> OwnerReference {
+    let api_version = if kind == "ReplicaSet" { "apps/v1" } else { "v1" };
+    support::blocking_owner(api_version, kind, name, i)
+}
+
+fn meta(name: &str, i: u32, owners: Vec<OwnerReference>, finalizers: &[&str]) -> ObjectMeta {
+    ObjectMeta {
+        uid: uid(i),
+        name: name.into(),
+        namespace: "ns1".into(),
+        owner_references: owners,
+        finalizers: finalizers.iter().map(|f| f.to_string()).collect(),
+        ..ObjectMeta::default()
+    }
+}
+
+fn env() -> Env<MemoryCluster> {
+    let cluster = MemoryCluster::new();
+    for r in [pods(), replicasets(), configmaps()] {
+        cluster.register(r);
+    }
+    Env::new(cluster, CollectorOptions::default())
+}
+
+/// Stores `m` in the cluster and shows it to the graph, as a watch would.
+fn add(env: &mut Env<MemoryCluster>, r: &Resource, m: ObjectMeta) {
+    let name = m.name.clone();
+    env.cluster.create(r, m).unwrap();
+    let stored = env.cluster.object(r, "ns1", &name).unwrap();
+    env.observe(EventType::Add, r.object_type(), stored);
+}
+
+/// Marks `name` deleted (deletionTimestamp) in the cluster and shows it to the graph.
+fn being_deleted(env: &mut Env<MemoryCluster>, r: &Resource, name: &str) {
+    let updated = env
+        .cluster
+        .update_object(r, "ns1", name, |m| m.deletion_timestamp = true)
+        .expect("the object exists");
+    env.observe(EventType::Update, r.object_type(), updated);
+}
+
+fn explained(env: &Env<MemoryCluster>, i: u32) -> Explanation {
+    block_on(explain(&env.collector, &*env.cluster, Uid::parse(&uid(i)))).expect("in the graph")
+}
+
+fn name(o: &ObjectReference) -> &str {
+    &o.name
+}
+
+#[test]
+fn a_foreground_deletion_names_its_blocking_dependent_and_that_ones_foreign_finalizer() {
+    let mut env = env();
+    add(&mut env, &replicasets(), meta("web", 1, vec![], &["foregroundDeletion"]));
+    add(
+        &mut env,
+        &pods(),
+        meta("held", 2, vec![owner("ReplicaSet", "web", 1)], &["example.com/hold"]),
+    );
+    being_deleted(&mut env, &replicasets(), "web");
+
+    let rs = explained(&env, 1);
+    assert!(rs.observed && rs.being_deleted);
+    assert_eq!(rs.decision, Decision::WaitForBlockingDependents(1));
+    assert_eq!(rs.finalizers.len(), 1, "{rs:?}");
+    let foreground = &rs.finalizers[0];
+    assert_eq!(foreground.name, "foregroundDeletion");
+    assert!(foreground.garbage_collectors);
+    assert_eq!(foreground.waiting_for_total, 1);
+    assert_eq!(name(&foreground.waiting_for[0].object), "held");
+    assert_eq!(foreground.waiting_for[0].finalizers, ["example.com/hold"]);
+    assert!(!foreground.waiting_for[0].being_deleted);
+
+    // The Pod itself: its owner waits for its dependents' deletion, so it is deleted.
+    let pod = explained(&env, 2);
+    assert_eq!(pod.owners.len(), 1);
+    assert_eq!(pod.owners[0].state, OwnerState::WaitingForDependentsDeletion);
+    assert_eq!(pod.owners[0].evidence, Evidence::Observed);
+    assert!(pod.owners[0].block_owner_deletion);
+    assert_eq!(pod.decision, Decision::Delete { foreground: false });
+
+    // Once deleted, the Pod's foreign finalizer holds it: the API server waits for its
+    // controller, and the foreground deletion still names it.
+    being_deleted(&mut env, &pods(), "held");
+    let pod = explained(&env, 2);
+    assert!(matches!(pod.decision, Decision::Nothing(_)), "{pod:?}");
+    assert_eq!(pod.finalizers.len(), 1);
+    assert!(!pod.finalizers[0].garbage_collectors, "example.com/hold is not the collector's");
+    let rs = explained(&env, 1);
+    assert!(rs.finalizers[0].waiting_for[0].being_deleted);
+}
+
+#[test]
+fn an_orphaning_deletion_lists_the_dependents_it_waits_for() {
+    let mut env = env();
+    add(&mut env, &replicasets(), meta("web", 1, vec![], &["orphan"]));
+    for (n, i) in [("a", 2), ("b", 3)] {
+        add(&mut env, &pods(), meta(n, i, vec![owner("ReplicaSet", "web", 1)], &[]));
+    }
+    being_deleted(&mut env, &replicasets(), "web");
+    let rs = explained(&env, 1);
+    assert_eq!(rs.decision, Decision::OrphanDependents(2));
+    assert_eq!(rs.finalizers[0].name, "orphan");
+    let mut waiting: Vec<_> =
+        rs.finalizers[0].waiting_for.iter().map(|w| name(&w.object)).collect();
+    waiting.sort();
+    assert_eq!(waiting, ["a", "b"]);
+}
+
+#[test]
+fn a_solid_second_owner_keeps_the_object_and_dangling_references_go() {
+    let mut env = env();
+    add(&mut env, &configmaps(), meta("keep", 5, vec![], &[]));
+    let owners = vec![owner("ReplicaSet", "gone", 1), owner("ConfigMap", "keep", 5)];
+    add(&mut env, &pods(), meta("p", 2, owners, &[]));
+
+    // Before any read: the ReplicaSet is only named, so the collector reads it first.
+    let pod = explained(&env, 2);
+    assert_eq!(pod.owners[0].state, OwnerState::Unverified);
+    assert_eq!(pod.owners[0].evidence, Evidence::Virtual);
+    assert_eq!(pod.owners[1].state, OwnerState::Solid);
+    assert!(matches!(&pod.decision, Decision::Verify(o) if o.len() == 1 && name(&o[0]) == "gone"));
+
+    // A read proves it absent: the reference is dangling, and the decision is to remove it.
+    env.collector.absent_owners().add(ObjectReference::from_owner(
+        &kube_gc_engine::patch::owner_ref_from_api(&owner("ReplicaSet", "gone", 1)),
+        kube_gc_engine::Namespace::new("ns1"),
+    ));
+    let pod = explained(&env, 2);
+    assert_eq!(
+        (pod.owners[0].state, pod.owners[0].evidence),
+        (OwnerState::Dangling, Evidence::ProvenAbsent)
+    );
+    assert!(matches!(&pod.decision, Decision::RemoveReferences(o) if name(&o[0]) == "gone"));
+}
+
+#[test]
+fn objects_without_owners_or_with_all_owners_gone_and_warm_up() {
+    let mut env = env();
+    add(&mut env, &configmaps(), meta("alone", 7, vec![], &[]));
+    assert!(matches!(explained(&env, 7).decision, Decision::Nothing(_)));
+    add(&mut env, &pods(), meta("orphan-pod", 8, vec![owner("ReplicaSet", "never", 9)], &[]));
+    // The owner's placeholder is virtual: explaining it says it will be read.
+    assert!(matches!(explained(&env, 9).decision, Decision::Verify(_)));
+    assert!(!explained(&env, 9).observed);
+    // Run the collector: the owner is proven absent and the Pod deleted.
+    env.run_attempt_to_delete(20);
+    assert!(env.cluster.object(&pods(), "ns1", "orphan-pod").is_none(), "collected");
+
+    // During warm-up a foreground deletion waits for sync.
+    add(&mut env, &replicasets(), meta("fg", 10, vec![], &["foregroundDeletion"]));
+    being_deleted(&mut env, &replicasets(), "fg");
+    env.collector.begin_warm_up();
+    let rs = explained(&env, 10);
+    assert!(rs.warming_up);
+    assert_eq!(rs.decision, Decision::DeferredUntilSynced);
+    env.collector.finish_warm_up();
+    assert_eq!(explained(&env, 10).decision, Decision::RemoveForegroundFinalizer);
+
+    assert!(block_on(explain(&env.collector, &*env.cluster, Uid::parse(&uid(999)))).is_none());
+}
+
+#[test]
+fn a_failing_read_shows_as_retries_with_the_last_error_until_it_succeeds() {
+    let mut env = env();
+    add(&mut env, &pods(), meta("p", 2, vec![owner("ReplicaSet", "flaky", 9)], &[]));
+    env.cluster.fail_next(
+        kube_gc_testkit::Verb::Get,
+        "replicasets",
+        "flaky",
+        kube_gc_engine::ClusterError::Other { code: 503, message: "etcd is slow".into() },
+    );
+    // One attempt on the owner's placeholder: its verification fails and it is retried.
+    block_on(env.collector.process_attempt_to_delete_worker());
+    let rs = explained(&env, 9);
+    assert_eq!(rs.retries, 1, "{rs:?}");
+    let error = rs.last_error.expect("the last error is kept while retrying");
+    assert!(error.contains("etcd is slow"), "{error}");
+    // The retry succeeds: the owner is proven absent, the Pod collected, nothing left to explain.
+    env.run_attempt_to_delete(20);
+    assert!(env.cluster.object(&pods(), "ns1", "p").is_none());
+    assert_eq!(env.collector.last_error(Uid::parse(&uid(9))), None);
+}
