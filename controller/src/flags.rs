@@ -188,6 +188,13 @@ pub struct Flags {
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub bulk_absence_proof: bool,
 
+    /// Shadow mode: run beside the collector in charge with read-only permissions, decide
+    /// everything and write nothing; each would-be write is logged and counted, and
+    /// `/debug/controllers/garbagecollector/shadow` compares the would-be deletions with
+    /// what happened. Needs `--leader-elect=false` (a Lease is a write).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub dry_run: bool,
+
     /// Log verbosity, as klog's: 2 logs each decision, 4 monitors and syncs, 5 everything.
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -270,6 +277,12 @@ impl Flags {
         }
         if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
             return Err("--tls-cert-file and --tls-private-key-file go together".into());
+        }
+        if self.dry_run && self.leader_elect {
+            return Err(
+                "--dry-run writes nothing, a Lease included: run it with --leader-elect=false"
+                    .into(),
+            );
         }
         if self.absent_owner_cache_size == 0 {
             return Err("--absent-owner-cache-size must be at least 1".into());
@@ -368,6 +381,11 @@ mod tests {
         assert!(f.validate().unwrap_err().contains("loopback"));
         let f = Flags::parse_from(["kube-gc", "--debug-addr=0.0.0.0:1", "--debug-addr-any"]);
         assert!(f.validate().is_ok());
+        let f = Flags::parse_from(["kube-gc", "--dry-run"]);
+        assert!(f.validate().unwrap_err().contains("--leader-elect=false"));
+        assert!(
+            Flags::parse_from(["kube-gc", "--dry-run", "--leader-elect=false"]).validate().is_ok()
+        );
         let f = Flags::parse_from(["kube-gc", "--tls-cert-file=/c.pem"]);
         assert!(f.validate().unwrap_err().contains("go together"));
         let f = Flags::parse_from(["kube-gc", "--kube-api-qps=-1"]);

@@ -23,6 +23,8 @@ pub struct DebugState {
     pub graph: Arc<Graph>,
     /// The cluster for live reads of the debug endpoints (its own budget and counts).
     pub inspection: crate::kube_cluster::KubeCluster,
+    /// `--dry-run`'s record of would-be writes (`…/shadow`).
+    pub shadow: Option<Arc<crate::shadow::Shadow>>,
     /// Every family `/metrics` serves.
     pub registry: Arc<Registry>,
     /// Set once every watcher has synced (or the sync timeout passed).
@@ -46,6 +48,7 @@ pub fn router(state: DebugState) -> Router {
             get(crate::inspect::blast_radius_handler),
         )
         .route("/debug/controllers/garbagecollector/explain", get(crate::inspect::explain_handler))
+        .route("/debug/controllers/garbagecollector/shadow", get(shadow))
         .with_state(state)
 }
 
@@ -59,6 +62,16 @@ async fn readyz(State(s): State<DebugState>) -> impl IntoResponse {
 
 async fn metrics(State(s): State<DebugState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], crate::metrics::encode(&s.registry))
+}
+
+async fn shadow(State(s): State<DebugState>) -> axum::response::Response {
+    match &s.shadow {
+        Some(shadow) => {
+            ([(header::CONTENT_TYPE, "application/json")], shadow.report(&s.graph).to_string())
+                .into_response()
+        }
+        None => (StatusCode::NOT_FOUND, "not in shadow mode (--dry-run)").into_response(),
+    }
 }
 
 /// Decodes `uid=` values of a query string (`application/x-www-form-urlencoded`).

@@ -49,6 +49,8 @@ pub struct KubeCluster {
     events: Arc<EventRecorder>,
     /// Calls made, by verb.
     pub calls: Arc<ApiCallCounts>,
+    /// `--dry-run`: writes are recorded here instead of sent.
+    shadow: Option<Arc<crate::shadow::Shadow>>,
 }
 
 impl std::fmt::Debug for KubeCluster {
@@ -86,7 +88,15 @@ impl KubeCluster {
             limiter: Arc::new(token_bucket(5.0, 20)),
             events: self.events.clone(),
             calls: Arc::default(),
+            shadow: self.shadow.clone(),
         }
+    }
+
+    /// The same cluster in shadow mode (`--dry-run`): PATCHes, DELETEs and events are
+    /// recorded in `shadow` and never sent; a patch answers with the object as it is.
+    pub fn with_shadow(mut self, shadow: Arc<crate::shadow::Shadow>) -> KubeCluster {
+        self.shadow = Some(shadow);
+        self
     }
 
     /// A cluster over `client`, at most `qps` requests per second with bursts of `burst`;
@@ -112,6 +122,7 @@ impl KubeCluster {
                 crate::events::EVENTS_BURST,
             )),
             calls,
+            shadow: None,
         }
     }
 
@@ -252,6 +263,10 @@ impl Cluster for KubeCluster {
         name: &str,
         patch: &Patch,
     ) -> Result<ObjectMeta, ClusterError> {
+        if let Some(shadow) = &self.shadow {
+            shadow.patch(resource, namespace, name, patch);
+            return self.get(resource, namespace, name).await;
+        }
         self.wait_for_budget("PATCH").await;
         self.calls.patch.fetch_add(1, Ordering::Relaxed);
         let body = patch.body.clone();
@@ -274,6 +289,10 @@ impl Cluster for KubeCluster {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<(), ClusterError> {
+        if let Some(shadow) = &self.shadow {
+            shadow.delete(resource, namespace, name, options);
+            return Ok(());
+        }
         self.wait_for_budget("DELETE").await;
         self.calls.delete.fetch_add(1, Ordering::Relaxed);
         let preconditions = (options.precondition_uid.is_some()
@@ -296,6 +315,10 @@ impl Cluster for KubeCluster {
     }
 
     fn record_event(&self, event: WarningEvent) {
+        if let Some(shadow) = &self.shadow {
+            shadow.event(&event);
+            return;
+        }
         // Never waits: queued for the recorder's own task and budget.
         self.events.record(event);
     }

@@ -33,6 +33,7 @@ pub mod logging;
 pub mod metrics;
 pub mod run;
 pub mod serving;
+pub mod shadow;
 pub mod watchers;
 pub mod workers;
 

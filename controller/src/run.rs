@@ -115,7 +115,13 @@ impl Controller {
     pub async fn start(flags: Flags, client: Client) -> crate::Result<Controller> {
         kube_gc_engine::identity::set_max_interned_uids(flags.max_non_uuid_uids);
         let graph = Arc::new(Graph::new(flags.shards)?);
-        let cluster = KubeCluster::new(client.clone(), flags.collector_qps(), flags.kube_api_burst);
+        let shadow = flags.dry_run.then(|| Arc::new(crate::shadow::Shadow::default()));
+        let mut cluster =
+            KubeCluster::new(client.clone(), flags.collector_qps(), flags.kube_api_burst);
+        if let Some(shadow) = &shadow {
+            tracing::warn!("--dry-run: shadow mode, nothing will be written to the cluster");
+            cluster = cluster.with_shadow(shadow.clone());
+        }
         let metrics = Arc::new(Metrics::default());
         let (tx, rx) = mpsc::channel::<WatcherMsg>(64);
         let graph_changes = Arc::new(GraphChanges::new());
@@ -150,8 +156,13 @@ impl Controller {
             graph_changes.clone(),
         );
         let batcher = Batcher::new(rx, graph_changes, flags.batch_size as usize);
-        let mut tasks =
-            vec![tokio::spawn(ingest_loop(batcher, builder, sync.clone(), metrics.clone()))];
+        let mut tasks = vec![tokio::spawn(ingest_loop(
+            batcher,
+            builder,
+            sync.clone(),
+            metrics.clone(),
+            shadow.clone(),
+        ))];
         if flags.bulk_absence_proof {
             tasks.push(tokio::spawn(proof_loop(collector.clone())));
         }
@@ -165,11 +176,16 @@ impl Controller {
             collector: collector.clone(),
             events: cluster.event_counts().clone(),
         };
+        let mut registry = crate::metrics::registry(metrics.clone(), sources);
+        if let Some(shadow) = &shadow {
+            shadow.register(&mut registry);
+        }
         let debug = DebugState {
+            shadow,
             inspection: cluster.for_inspection(),
             collector: collector.clone(),
             graph: graph.clone(),
-            registry: Arc::new(crate::metrics::registry(metrics.clone(), sources)),
+            registry: Arc::new(registry),
             ready: ready.clone(),
         };
         let addr = flags.debug_addr;
@@ -464,8 +480,18 @@ async fn ingest_loop(
     mut builder: GraphBuilder<KubeCluster>,
     sync: Arc<SyncState>,
     metrics: Arc<Metrics>,
+    shadow: Option<Arc<crate::shadow::Shadow>>,
 ) {
     while let Some(work) = batcher.next().await {
+        if let Some(shadow) = &shadow {
+            for batch in &work.batches {
+                for n in &batch.notifications {
+                    if let kube_gc_engine::Notification::Deleted(meta) = n {
+                        shadow.observed_deletion(&batch.source.resource, meta);
+                    }
+                }
+            }
+        }
         let started = Instant::now();
         let Ok((back, done)) = tokio::task::spawn_blocking(move || {
             let done = builder.ingest(work.batches);

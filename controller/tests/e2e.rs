@@ -51,6 +51,8 @@ mod proxy;
 mod scenarios;
 #[path = "e2e/secure.rs"]
 mod secure;
+#[path = "e2e/shadow.rs"]
+mod shadow;
 
 use std::time::{Duration, Instant};
 
@@ -201,10 +203,26 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
 
     // 2. upstream
     let mut u_runs = Vec::new();
-    if enabled("KUBE_GC_E2E_UPSTREAM") && !scenarios.is_empty() {
+    // Scenarios of one collector alone (kube-gc's faults, shadow mode beside upstream).
+    let mut f_runs = Vec::new();
+    if enabled("KUBE_GC_E2E_UPSTREAM")
+        && (!scenarios.is_empty() || wanted("shadow_mode_beside_upstream"))
+    {
         let mut kcm = Collector::new(Which::Upstream, te);
         for s in &scenarios {
             u_runs.push(run_one(&client, &mut kcm, s.name, &format!("u{run}"), s.run).await);
+        }
+        if wanted("shadow_mode_beside_upstream") {
+            f_runs.push(
+                run_one(
+                    &client,
+                    &mut kcm,
+                    "shadow_mode_beside_upstream",
+                    &format!("u{run}"),
+                    |cx| Box::pin(shadow::shadow_mode_beside_upstream(cx)),
+                )
+                .await,
+            );
         }
         recheck(
             &client,
@@ -251,7 +269,6 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
     // 3. faults, kube-gc only
     if enabled("KUBE_GC_E2E_FAULTS") {
         let suffix = format!("k{run}");
-        let mut f_runs = Vec::new();
         if wanted("kill_9_mid_cascade_resumes_after_restart") {
             f_runs.push(
                 run_one(
@@ -376,20 +393,6 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
                 .await,
             );
         }
-        for o in &f_runs {
-            summary.push(format!(
-                "{:<46} {:<12} {:<12} -",
-                o.name,
-                match &o.result {
-                    Ok(()) => format!("ok {:.0}s", o.secs),
-                    Err(_) => format!("FAIL {:.0}s", o.secs),
-                },
-                "-"
-            ));
-            if let Err(e) = &o.result {
-                failures.push(format!("{} under kube-gc: {e}", o.name));
-            }
-        }
         if !u_runs.is_empty() {
             if !kgc.is_running() {
                 kgc.start(&[]).expect("start kube-gc");
@@ -402,6 +405,20 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
                 &mut failures,
             )
             .await;
+        }
+    }
+    for o in &f_runs {
+        let status = match &o.result {
+            Ok(()) => format!("ok {:.0}s", o.secs),
+            Err(_) => format!("FAIL {:.0}s", o.secs),
+        };
+        let (k, u) = match o.which {
+            Which::KubeGc => (status, "-".to_owned()),
+            Which::Upstream => ("-".to_owned(), status),
+        };
+        summary.push(format!("{:<46} {k:<12} {u:<12} -", o.name));
+        if let Err(e) = &o.result {
+            failures.push(format!("{} under {}: {e}", o.name, o.which.name()));
         }
     }
     kgc.stop().expect("stop kube-gc");

@@ -1,0 +1,258 @@
+//! Shadow mode (`--dry-run`): kube-gc runs beside the collector in charge, with read-only
+//! permissions, decides everything and writes nothing. Each write it would make (a DELETE, a
+//! PATCH of ownerReferences or finalizers, a Warning event) is logged
+//! (`dry run: would …`, JSON with `--logging-format=json`), counted
+//! (`kube_gc_dry_run_writes_total{verb}`) and kept for the report at
+//! `/debug/controllers/garbagecollector/shadow`, which compares the would-be deletions with the
+//! deletions the watches saw meanwhile:
+//!
+//! - `deletedAsPlanned`: objects it would have deleted that were deleted (by the collector in
+//!   charge, or anyone);
+//! - `notDeleted`: objects it would have deleted that are still there (the other collector
+//!   disagrees, or has not got to them yet);
+//! - `deletedNotPlanned`: objects with owner references deleted while kube-gc never decided to
+//!   delete them: garbage the other collector took and kube-gc would have kept, or dependents a
+//!   user deleted by hand (the watch cannot tell who deleted).
+//!
+//! A patch is not sent: the collector carries on with the object as it is (a live read), as
+//! if the other collector had not made that change yet; the watches then show what the other
+//! collector really did.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use kube_gc_engine::cluster::{DeleteOptions, Patch, PropagationPolicy, Resource, WarningEvent};
+use kube_gc_engine::{Graph, ObjectMeta};
+use lru::LruCache;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+
+/// Most deletions remembered from the watches, and most would-be deletions kept.
+const REMEMBERED: usize = 100_000;
+/// Most objects listed per category in the report (the counts are complete).
+const LISTED: usize = 1_000;
+
+/// One object, as the report names it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Named {
+    resource: String,
+    namespace: String,
+    name: String,
+}
+
+impl Named {
+    fn json(&self, uid: &str) -> Value {
+        json!({"resource": self.resource, "namespace": self.namespace, "name": self.name, "uid": uid})
+    }
+}
+
+/// A would-be deletion.
+#[derive(Clone, Debug)]
+struct WouldDelete {
+    object: Named,
+    policy: &'static str,
+    at: f64,
+}
+
+/// What shadow mode records (see the module docs).
+#[derive(Debug)]
+pub struct Shadow {
+    would_delete: Mutex<LruCache<String, WouldDelete>>,
+    /// Deletions the watches saw: UID → (object, whether it had owner references).
+    deleted: Mutex<LruCache<String, (Named, bool)>>,
+    writes: Family<[(&'static str, String); 1], Counter>,
+}
+
+impl Default for Shadow {
+    fn default() -> Self {
+        let size = NonZeroUsize::new(REMEMBERED).expect("non-zero");
+        Shadow {
+            would_delete: Mutex::new(LruCache::new(size)),
+            deleted: Mutex::new(LruCache::new(size)),
+            writes: Family::default(),
+        }
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn policy_name(options: &DeleteOptions) -> &'static str {
+    match options.propagation_policy {
+        None => "default",
+        Some(PropagationPolicy::Background) => "Background",
+        Some(PropagationPolicy::Foreground) => "Foreground",
+        Some(PropagationPolicy::Orphan) => "Orphan",
+    }
+}
+
+impl Shadow {
+    /// Adds `kube_gc_dry_run_writes_total{verb}` to `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "kube_gc_dry_run_writes",
+            "Writes kube-gc would have made, not sent (--dry-run)",
+            self.writes.clone(),
+        );
+    }
+
+    fn count(&self, verb: &str) {
+        self.writes.get_or_create(&[("verb", verb.to_owned())]).inc();
+    }
+
+    /// A DELETE the collector would send.
+    pub fn delete(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) {
+        let policy = policy_name(options);
+        tracing::info!(resource = %resource, namespace, name, uid = options.precondition_uid.as_deref().unwrap_or(""), propagation_policy = policy, "dry run: would delete");
+        self.count("delete");
+        let object = Named {
+            resource: resource.to_string(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        // The collector's deletes carry the UID as a precondition; key by it when it does.
+        let key = options.precondition_uid.clone().unwrap_or_else(|| format!("{object:?}"));
+        self.would_delete
+            .lock()
+            .expect("shadow lock")
+            .put(key, WouldDelete { object, policy, at: now() });
+    }
+
+    /// A PATCH the collector would send.
+    pub fn patch(&self, resource: &Resource, namespace: &str, name: &str, patch: &Patch) {
+        tracing::info!(resource = %resource, namespace, name, patch = %patch.body, "dry run: would patch");
+        self.count("patch");
+    }
+
+    /// A Warning event the collector would record.
+    pub fn event(&self, event: &WarningEvent) {
+        tracing::info!(object = %event.involved, reason = event.reason, message = %event.message, "dry run: would record a Warning event");
+        self.count("event");
+    }
+
+    /// A deletion a watch delivered (`resource`'s object in its last state).
+    pub fn observed_deletion(&self, resource: &str, meta: &ObjectMeta) {
+        let object = Named {
+            resource: resource.to_owned(),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+        };
+        let owned = !meta.owner_references.is_empty();
+        self.deleted.lock().expect("shadow lock").put(meta.uid.clone(), (object, owned));
+    }
+
+    /// The report (see the module docs). An object the graph no longer holds counts as deleted
+    /// even when its delete event was not seen (a relist found it gone).
+    pub fn report(&self, graph: &Graph) -> Value {
+        let would: Vec<(String, WouldDelete)> = self
+            .would_delete
+            .lock()
+            .expect("shadow lock")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let deleted: BTreeMap<String, (Named, bool)> = self
+            .deleted
+            .lock()
+            .expect("shadow lock")
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let gone = |uid: &str| {
+            deleted.contains_key(uid)
+                || kube_gc_engine::Uid::lookup(uid).is_some_and(|u| graph.node(u).is_none())
+        };
+        let (mut as_planned, mut not_deleted) = (Vec::new(), Vec::new());
+        for (uid, w) in &would {
+            let mut v = w.object.json(uid);
+            v["propagationPolicy"] = json!(w.policy);
+            v["decidedAt"] = json!(w.at);
+            if gone(uid) { as_planned.push(v) } else { not_deleted.push(v) }
+        }
+        let planned: std::collections::HashSet<&String> = would.iter().map(|(k, _)| k).collect();
+        let not_planned: Vec<Value> = deleted
+            .iter()
+            .filter(|(uid, (_, owned))| *owned && !planned.contains(uid))
+            .map(|(uid, (object, _))| object.json(uid))
+            .collect();
+        let writes = |verb: &str| self.writes.get_or_create(&[("verb", verb.to_owned())]).get();
+        json!({
+            "summary": {
+                "wouldDelete": would.len(),
+                "deletedAsPlanned": as_planned.len(),
+                "notDeleted": not_deleted.len(),
+                "deletedNotPlanned": not_planned.len(),
+                "wouldPatch": writes("patch"),
+                "wouldRecordEvents": writes("event"),
+            },
+            "deletedAsPlanned": as_planned.into_iter().take(LISTED).collect::<Vec<_>>(),
+            "notDeleted": not_deleted.into_iter().take(LISTED).collect::<Vec<_>>(),
+            "deletedNotPlanned": not_planned.into_iter().take(LISTED).collect::<Vec<_>>(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube_gc_engine::OwnerReference;
+
+    use super::*;
+
+    fn meta(uid: &str, name: &str, owned: bool) -> ObjectMeta {
+        ObjectMeta {
+            uid: uid.into(),
+            name: name.into(),
+            namespace: "ns".into(),
+            owner_references: if owned { vec![OwnerReference::default()] } else { Vec::new() },
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn the_report_sorts_deletions_into_planned_missing_and_unplanned() {
+        let shadow = Shadow::default();
+        let pods = Resource::new("v1", "pods", "Pod", true);
+        let delete = |uid: &str, name: &str| {
+            let options = DeleteOptions {
+                precondition_uid: Some(uid.into()),
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..DeleteOptions::default()
+            };
+            shadow.delete(&pods, "ns", name, &options);
+        };
+        // Unknown to the graph, so only the watch's deletions count as deleted.
+        let (a, b, c, d) = ("shadow-test-a", "shadow-test-b", "shadow-test-c", "shadow-test-d");
+        delete(a, "a");
+        delete(b, "b");
+        shadow.observed_deletion("pods", &meta(a, "a", true));
+        shadow.observed_deletion("pods", &meta(c, "c", true));
+        shadow.observed_deletion("pods", &meta(d, "d", false));
+        let graph = Graph::new(1).unwrap();
+        let r = shadow.report(&graph);
+        assert_eq!(r["summary"]["wouldDelete"], 2);
+        assert_eq!(r["deletedAsPlanned"][0]["name"], "a");
+        assert_eq!(r["deletedAsPlanned"][0]["propagationPolicy"], "Background");
+        assert_eq!(r["notDeleted"][0]["name"], "b");
+        // c had an owner and was deleted without kube-gc deciding it; d had no owner: a user's.
+        assert_eq!(r["summary"]["deletedNotPlanned"], 1);
+        assert_eq!(r["deletedNotPlanned"][0]["name"], "c");
+        shadow.patch(
+            &pods,
+            "ns",
+            "e",
+            &Patch { patch_type: kube_gc_engine::cluster::PatchType::JsonMerge, body: json!({}) },
+        );
+        assert_eq!(shadow.report(&graph)["summary"]["wouldPatch"], 1);
+    }
+}

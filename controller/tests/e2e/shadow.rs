@@ -1,0 +1,131 @@
+//! Shadow mode (`--dry-run`) beside upstream's kube-controller-manager: kube-gc decides while
+//! upstream's collector is stopped, and nothing happens (it writes nothing: the garbage stays,
+//! and its client made no request but GETs); upstream's collector is started, deletes the
+//! garbage, and kube-gc's report finds every deletion it would have made made, none it would
+//! not have, and nothing left.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::Value;
+
+use super::cluster::{Ctx, Del, Kind, OwnerRef, Wait, config_map, pod, rc};
+use super::collector::{Collector, Which, http_get};
+
+const RC: &str = "ReplicationController";
+
+fn report(shadow: &Collector) -> anyhow::Result<Value> {
+    let (code, body) = http_get(shadow.debug_port, "/debug/controllers/garbagecollector/shadow")?;
+    ensure!(code == 200, "shadow report: {code} {body:.300}");
+    serde_json::from_str(&body).context("shadow report is not JSON")
+}
+
+fn names(v: &Value) -> BTreeSet<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Waits until `check` accepts kube-gc's report.
+async fn report_until(
+    shadow: &Collector,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = report(shadow)?;
+        if check(&r) {
+            return Ok(r);
+        }
+        if Instant::now() > deadline {
+            bail!("{what}: the report never got there: {r}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// See the module docs. `cx.collector` is upstream's collector, running.
+pub async fn shadow_mode_beside_upstream(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    ensure!(cx.collector.which == Which::Upstream, "runs beside upstream's collector");
+    cx.collector.stop()?;
+    let mut shadow = Collector::new(Which::KubeGc, &cx.collector.testenv());
+    shadow.start(&["--dry-run"])?;
+    let result = run(cx, &mut shadow).await;
+    if result.is_err() {
+        eprintln!("    last lines of the shadow's log:\n{}", shadow.log_tail(15));
+    }
+    shadow.stop()?;
+    if !cx.collector.is_running() {
+        cx.collector.start(&[])?;
+    }
+    result
+}
+
+async fn run(cx: &mut Ctx<'_>, shadow: &mut Collector) -> anyhow::Result<()> {
+    // An owner with three Pods, one of them also owned by a ConfigMap that stays, and a Pod
+    // whose owner never existed.
+    cx.create("app", Kind::rc(), rc(&[], &[])).await?;
+    cx.create("keep", Kind::config_map(), config_map(&[], &[])).await?;
+    let app = OwnerRef::new("v1", RC, &cx.obj("app").name, &cx.uid("app"));
+    let keep = OwnerRef::new("v1", "ConfigMap", &cx.obj("keep").name, &cx.uid("keep"));
+    for p in ["pod-0", "pod-1"] {
+        cx.create(p, Kind::pod(), pod(std::slice::from_ref(&app), &[])).await?;
+    }
+    cx.create("shared", Kind::pod(), pod(&[app, keep], &[])).await?;
+    let never = OwnerRef::new("v1", RC, "never", &cx.fake_uuid("never"));
+    cx.create("dangling", Kind::pod(), pod(&[never], &[])).await?;
+    cx.delete("app", Del::Background).await?;
+
+    // kube-gc alone, in shadow: it decides, and nothing changes.
+    let planned: BTreeSet<String> =
+        ["pod-0", "pod-1", "dangling"].iter().map(|l| cx.obj(l).name.clone()).collect();
+    let r =
+        report_until(shadow, "every garbage Pod decided", |r| names(&r["notDeleted"]) == planned)
+            .await?;
+    ensure!(r["summary"]["deletedNotPlanned"] == 0, "{r}");
+    let app_rc = format!("live owners=[{RC}/app]");
+    let shared = format!("live owners=[{RC}/app,ConfigMap/keep]");
+    let untouched = [
+        ("app", "gone"),
+        ("keep", "live"),
+        ("pod-0", app_rc.as_str()),
+        ("pod-1", app_rc.as_str()),
+        ("shared", shared.as_str()),
+        ("dangling", "live owners=[ReplicationController/?never]"),
+    ];
+    cx.expect("shadow decided, nothing written", &untouched, Wait::HOLD).await?;
+    let writes = shadow.metrics_text()?;
+    let sent_writes: Vec<&str> = writes
+        .lines()
+        .filter(|l| l.starts_with("rest_client_requests_total{") && !l.contains("method=\"GET\""))
+        .collect();
+    ensure!(sent_writes.is_empty(), "kube-gc sent requests other than GETs: {sent_writes:?}");
+    eprintln!("    ✓ shadow decided {} deletions and sent nothing but GETs", planned.len());
+
+    // Upstream's collector does the work; kube-gc's would-be deletions are what it did.
+    cx.collector.start(&[])?;
+    let done = [
+        ("app", "gone"),
+        ("keep", "live"),
+        ("pod-0", "gone"),
+        ("pod-1", "gone"),
+        ("shared", "live owners=[ConfigMap/keep]"),
+        ("dangling", "gone"),
+    ];
+    cx.expect("upstream collected", &done, Wait::DEFAULT).await?;
+    let r = report_until(shadow, "upstream's deletions seen", |r| {
+        names(&r["deletedAsPlanned"]) == planned
+    })
+    .await?;
+    ensure!(r["summary"]["notDeleted"] == 0, "{r}");
+    ensure!(
+        r["summary"]["deletedNotPlanned"] == 0,
+        "upstream deleted what kube-gc would keep: {r}"
+    );
+    eprintln!("    ✓ upstream deleted exactly the {} objects kube-gc would have", planned.len());
+    Ok(())
+}
