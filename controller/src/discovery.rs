@@ -29,6 +29,10 @@ pub struct Discovered {
     pub deletable: BTreeMap<String, Resource>,
     /// Group-versions that failed, with the error.
     pub failed: Vec<(String, String)>,
+    /// What a user may call each deletable resource, lower case (plural, singular, kind,
+    /// short names, `plural.group`), to its [`resource_key`], as kubectl resolves
+    /// `deploy/web`.
+    pub aliases: BTreeMap<String, String>,
 }
 
 impl Discovered {
@@ -65,6 +69,14 @@ pub fn add_resource_list(
         let deletable = ["delete", "list", "watch"].iter().all(|v| verbs.iter().any(|x| x == v));
         let key = resource_key(&resource);
         if preferred && deletable && !ignored.contains(&key) {
+            let names =
+                [r.name.clone(), r.singular_name.clone(), r.kind.to_lowercase(), key.clone()]
+                    .into_iter()
+                    .chain(r.short_names.iter().flatten().cloned());
+            for alias in names.filter(|n| !n.is_empty()) {
+                // The core and older groups come first: they keep a name several groups share.
+                out.aliases.entry(alias.to_lowercase()).or_insert_with(|| key.clone());
+            }
             out.deletable.entry(key).or_insert(resource);
         }
     }

@@ -32,7 +32,8 @@ fn uid_of(query: &str) -> Result<Uid, (StatusCode, &'static str)> {
     Uid::lookup(&uid).ok_or((StatusCode::NOT_FOUND, "no object with this UID in the graph"))
 }
 
-fn reference(o: &ObjectReference) -> Value {
+/// An object as the JSON answers name it.
+pub fn reference(o: &ObjectReference) -> Value {
     json!({
         "apiVersion": o.ty.api_version(),
         "kind": o.ty.kind(),
@@ -42,7 +43,8 @@ fn reference(o: &ObjectReference) -> Value {
     })
 }
 
-fn tree_json(node: &TreeNode) -> Value {
+/// A tree as `…/tree` answers it.
+pub fn tree_json(node: &TreeNode) -> Value {
     let mut v = reference(&node.identity);
     v["virtual"] = json!(node.is_virtual);
     v["beingDeleted"] = json!(node.being_deleted);
@@ -53,7 +55,8 @@ fn tree_json(node: &TreeNode) -> Value {
     v
 }
 
-fn radius_json(r: &BlastRadius, policy: &str) -> Value {
+/// A blast radius as `…/blast-radius` answers it.
+pub fn radius_json(r: &BlastRadius, policy: &str) -> Value {
     json!({
         "policy": policy,
         "deleted": r.deleted.iter().map(reference).collect::<Vec<_>>(),
@@ -123,7 +126,8 @@ pub async fn blast_radius_handler(State(s): State<DebugState>, RawQuery(q): RawQ
     }
 }
 
-fn explanation_json(e: &Explanation) -> Value {
+/// An explanation as `…/explain` answers it.
+pub fn explanation_json(e: &Explanation) -> Value {
     let refs = |os: &[ObjectReference]| os.iter().map(reference).collect::<Vec<_>>();
     let (action, detail) = match &e.decision {
         Decision::Nothing(why) => ("none", json!(why)),
@@ -170,7 +174,7 @@ fn explanation_json(e: &Explanation) -> Value {
                 OwnerState::Unverified => "unverified",
             });
             v["evidence"] = json!(match o.evidence {
-                Evidence::Observed => "observed by its watch",
+                Evidence::Observed => "observed by its watch or list",
                 Evidence::CoordinatesDiffer => "its UID was observed under another kind or name",
                 Evidence::ProvenAbsent => "proven absent by a live read (absent-owner cache)",
                 Evidence::RemovedAfterRead =>

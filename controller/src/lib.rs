@@ -31,9 +31,11 @@ pub mod kubeconfig;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
+pub mod plugin;
 pub mod run;
 pub mod serving;
 pub mod shadow;
+pub mod standalone;
 pub mod watchers;
 pub mod workers;
 

@@ -2,6 +2,7 @@
 //! would: `…/explain` of a foreground deletion held by a blocking dependent with a foreign
 //! finalizer names that dependent and its finalizer, and `…/blast-radius` of an owner whose
 //! second dependent has another live owner equals what a real background delete then removes.
+//! The standalone plugin, run by kubectl itself (`kubectl gc …`), answers the same.
 
 use std::time::Duration;
 
@@ -10,6 +11,34 @@ use serde_json::Value;
 
 use super::cluster::{Ctx, Del, Kind, OwnerRef, Wait, config_map, pod, rc};
 use super::collector::http_get;
+
+/// Runs the plugin as kubectl runs it (`kubectl gc ARGS -o json`, the plugin found on the
+/// `PATH`), or directly where no kubectl was installed; its JSON answer.
+fn plugin_json(cx: &Ctx<'_>, args: &[&str]) -> anyhow::Result<Value> {
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_kubectl-gc"));
+    let kubeconfig = cx.collector.testenv().kubeconfig.clone();
+    let mut command = match std::env::var_os("KUBE_GC_KUBECTL") {
+        Some(kubectl) => {
+            let dir = binary.parent().context("the plugin's directory")?;
+            let path = std::env::join_paths(
+                std::iter::once(dir.to_owned())
+                    .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+            )?;
+            let mut c = std::process::Command::new(kubectl);
+            c.env("PATH", path).arg("gc");
+            c
+        }
+        None => std::process::Command::new(binary),
+    };
+    let out = command.env("KUBECONFIG", &kubeconfig).args(args).args(["-o", "json"]).output()?;
+    ensure!(
+        out.status.success(),
+        "kubectl gc {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).context("kubectl gc: not JSON")
+}
 
 const RC: &str = "ReplicationController";
 const BASE: &str = "/debug/controllers/garbagecollector";
@@ -63,6 +92,13 @@ pub async fn explain_and_blast_radius_match_the_cluster(cx: &mut Ctx<'_>) -> any
     ensure!(p["finalizers"][0]["removedBy"].as_str().is_some_and(|s| s.starts_with("not")), "{p}");
     ensure!(p["owners"][0]["state"] == "waitingForDependentsDeletion", "{p}");
     eprintln!("    ✓ explain names the blocking Pod and its finalizer example.com/hold");
+    // The standalone plugin, from its own list of the cluster, says the same.
+    let target = format!("rc/{}", cx.obj("held-owner").name);
+    let plugin = plugin_json(cx, &["explain", &target, "-n", &cx.ns])?;
+    for field in ["object", "owners", "next", "finalizers"] {
+        ensure!(plugin[field] == e[field], "kubectl gc explain's {field} differs: {plugin} vs {e}");
+    }
+    eprintln!("    ✓ kubectl gc explain {target} answers the same, standalone");
     cx.clear_finalizers("held").await?;
     states = vec![("held-owner".into(), "gone".into()), ("held".into(), "gone".into())];
     cx.expect("unblocked", &want(&states), Wait::DEFAULT).await?;
@@ -91,6 +127,9 @@ pub async fn explain_and_blast_radius_match_the_cluster(cx: &mut Ctx<'_>) -> any
     predicted.sort();
     ensure!(names(&r["deleted"]) == predicted, "radius: {r}");
     ensure!(names(&r["kept"]) == [cx.obj("shared").name.clone()], "kept: {r}");
+    let target = format!("replicationcontrollers/{}", cx.obj("web").name);
+    let plugin = plugin_json(cx, &["blast-radius", &target, "-n", &cx.ns])?;
+    ensure!(plugin == r, "kubectl gc blast-radius differs: {plugin} vs {r}");
     cx.delete("web", Del::Background).await?;
     let shared_state = "live owners=[ConfigMap/keep]".to_owned();
     states.extend([

@@ -1,0 +1,495 @@
+//! `kubectl gc`: the collector's answers about one object, standalone against any cluster
+//! (whichever collector it runs): `kubectl gc explain deploy/web`, `kubectl gc blast-radius
+//! deploy/web --policy foreground -o dot`, `kubectl gc tree rs/web-1`.
+//!
+//! It lists every deletable resource once into the engine's graph ([`Snapshot`]), with a
+//! progress bar on stderr, then answers from the graph as a running kube-gc's debug endpoints
+//! do (same JSON with `-o json`). A binary named `kubectl-gc` on the `PATH` is a kubectl plugin.
+
+use std::fmt::Write;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use kube_gc_engine::Uid;
+use kube_gc_engine::cluster::PropagationPolicy;
+use serde_json::Value;
+
+use crate::inspect::{explanation_json, radius_json, tree_json};
+use crate::standalone::{Progress, Snapshot};
+
+/// kubectl gc: why an object is where it is, what deleting it would take, its ownership tree.
+#[derive(Parser, Debug)]
+#[command(name = "kubectl-gc", version = crate::flags::VERSION)]
+pub struct Args {
+    /// Path to a kubeconfig (default: as kubectl finds it).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+
+    /// The object's namespace (default: the kubeconfig context's).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+
+    /// What to ask.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Text,
+    /// As kube-gc's debug endpoints answer.
+    Json,
+    /// Graphviz (`blast-radius` only; `dot -Tsvg`).
+    Dot,
+}
+
+/// The questions.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Each owner as the collector classifies it, what it will do next and why, and for an
+    /// object being deleted what each finalizer waits for.
+    Explain(Target),
+    /// Every object a delete with this policy would remove, those another owner keeps, and
+    /// those it would orphan.
+    BlastRadius {
+        /// The object.
+        #[command(flatten)]
+        target: Target,
+        /// The delete's propagation policy.
+        #[arg(long, value_enum, default_value_t = Policy::Background)]
+        policy: Policy,
+    },
+    /// The ownership tree: owners up to the roots, dependents down to the leaves.
+    Tree {
+        /// The object.
+        #[command(flatten)]
+        target: Target,
+        /// Levels shown each way.
+        #[arg(long, default_value_t = 16)]
+        depth: usize,
+    },
+}
+
+/// Which object.
+#[derive(clap::Args, Debug)]
+pub struct Target {
+    /// `TYPE/NAME` (`deploy/web`, `replicasets.apps/web-1`, `Pod/p`), or `TYPE NAME`.
+    pub object: Vec<String>,
+    /// The object's UID instead.
+    #[arg(long, conflicts_with = "object")]
+    pub uid: Option<String>,
+}
+
+/// Propagation policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Policy {
+    /// Delete now; dependents afterwards.
+    Background,
+    /// Dependents first.
+    Foreground,
+    /// Keep the dependents.
+    Orphan,
+}
+
+impl Target {
+    fn resolve(&self, snapshot: &Snapshot, namespace: &str) -> Result<Uid, String> {
+        if let Some(uid) = &self.uid {
+            return Uid::lookup(uid).ok_or_else(|| format!("no object with UID {uid:?}"));
+        }
+        let (type_name, name) = match self.object.as_slice() {
+            [one] => one.split_once('/').ok_or_else(|| {
+                format!("{one:?}: give TYPE/NAME (e.g. deploy/web), TYPE NAME, or --uid")
+            })?,
+            [t, n] => (t.as_str(), n.as_str()),
+            _ => return Err("give one object: TYPE/NAME, TYPE NAME, or --uid".into()),
+        };
+        snapshot.resolve(type_name, name, namespace)
+    }
+}
+
+struct Bar(indicatif::ProgressBar);
+
+impl Progress for Bar {
+    fn start(&self, resources: usize) {
+        self.0.set_length(resources as u64);
+    }
+    fn page(&self, resource: &str, objects: u64) {
+        self.0.set_message(format!("{objects} objects · {resource}"));
+    }
+    fn resource_done(&self) {
+        self.0.inc(1);
+    }
+}
+
+/// Runs `kubectl gc` with `args`; the text to print on stdout.
+pub async fn run(args: Args) -> anyhow::Result<String> {
+    let flags = crate::Flags::parse_from(
+        std::iter::once("kube-gc".to_owned())
+            .chain(args.kubeconfig.iter().map(|k| format!("--kubeconfig={}", k.display()))),
+    );
+    let client = crate::client(&flags).await?;
+    let namespace = args.namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
+    let bar = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template("listing {bar:30} {pos}/{len} resources · {msg}")
+            .expect("a valid template"),
+    );
+    let started = Instant::now();
+    let snapshot = Snapshot::list(client, &Bar(bar.clone())).await?;
+    bar.finish_and_clear();
+    eprintln!(
+        "listed {} objects of {} resources in {:.1} s",
+        snapshot.listed,
+        snapshot.discovered.deletable.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for (resource, error) in &snapshot.failed {
+        eprintln!("warning: cannot list {resource} (its objects are missing): {error}");
+    }
+    let asked = Instant::now();
+    let out = answer(&args, &snapshot, &namespace).await.map_err(anyhow::Error::msg)?;
+    eprintln!("answered in {:.1} ms", asked.elapsed().as_secs_f64() * 1e3);
+    Ok(out)
+}
+
+/// Answers `args.command` from `snapshot`.
+pub async fn answer(args: &Args, snapshot: &Snapshot, namespace: &str) -> Result<String, String> {
+    let graph = snapshot.graph();
+    let json = match &args.command {
+        Command::Explain(target) => {
+            let uid = target.resolve(snapshot, namespace)?;
+            let e = kube_gc_engine::inspect::explain(&snapshot.collector, &snapshot.cluster, uid)
+                .await
+                .ok_or("the object is not in the graph")?;
+            explanation_json(&e)
+        }
+        Command::BlastRadius { target, policy } => {
+            let uid = target.resolve(snapshot, namespace)?;
+            let (p, name) = match policy {
+                Policy::Background => (PropagationPolicy::Background, "background"),
+                Policy::Foreground => (PropagationPolicy::Foreground, "foreground"),
+                Policy::Orphan => (PropagationPolicy::Orphan, "orphan"),
+            };
+            let r = kube_gc_engine::inspect::blast_radius(graph, uid, p)
+                .ok_or("the object is not in the graph")?;
+            if args.output == Output::Dot {
+                return Ok(radius_dot(graph, &r));
+            }
+            radius_json(&r, name)
+        }
+        Command::Tree { target, depth } => {
+            let uid = target.resolve(snapshot, namespace)?;
+            let (up, down) = kube_gc_engine::inspect::tree(graph, uid, *depth)
+                .ok_or("the object is not in the graph")?;
+            serde_json::json!({"up": tree_json(&up), "down": tree_json(&down)})
+        }
+    };
+    match args.output {
+        Output::Json => Ok(format!("{json:#}\n")),
+        Output::Dot => Err("-o dot is for blast-radius".into()),
+        Output::Text => Ok(match &args.command {
+            Command::Explain(_) => explain_text(&json),
+            Command::BlastRadius { .. } => radius_text(&json),
+            Command::Tree { .. } => tree_text(&json),
+        }),
+    }
+}
+
+/// `Kind namespace/name`.
+fn name(o: &Value) -> String {
+    let ns = o["namespace"].as_str().unwrap_or_default();
+    let kind = o["kind"].as_str().unwrap_or_default();
+    let name = o["name"].as_str().unwrap_or_default();
+    if ns.is_empty() { format!("{kind} {name}") } else { format!("{kind} {ns}/{name}") }
+}
+
+fn list(v: &Value) -> Vec<String> {
+    v.as_array().into_iter().flatten().map(name).collect()
+}
+
+fn explain_text(e: &Value) -> String {
+    let mut out = String::new();
+    let mut state =
+        vec![if e["observed"] == true { "observed" } else { "not observed (named as an owner)" }];
+    if e["beingDeleted"] == true {
+        state.push("being deleted");
+    }
+    let _ = writeln!(
+        out,
+        "{} (uid {}): {}",
+        name(&e["object"]),
+        e["object"]["uid"].as_str().unwrap_or(""),
+        state.join(", ")
+    );
+    let owners = e["owners"].as_array().cloned().unwrap_or_default();
+    if owners.is_empty() {
+        let _ = writeln!(out, "Owners: none");
+    } else {
+        let _ = writeln!(out, "Owners:");
+        for o in &owners {
+            let block = if o["blockOwnerDeletion"] == true { ", blocks its deletion" } else { "" };
+            let _ = writeln!(
+                out,
+                "  {}: {} ({}{block})",
+                name(o),
+                o["state"].as_str().unwrap_or(""),
+                o["evidence"].as_str().unwrap_or("")
+            );
+        }
+    }
+    let next = &e["next"];
+    let detail = &next["detail"];
+    let why = match next["action"].as_str().unwrap_or("") {
+        "none" => format!("nothing: {}", detail.as_str().unwrap_or("")),
+        "keep" => {
+            format!("keep it: its owners exist ({})", list(&detail["solidOwners"]).join(", "))
+        }
+        "verify" => format!(
+            "read {} first: {}",
+            list(&detail["owners"]).join(", "),
+            detail["why"].as_str().unwrap_or("")
+        ),
+        "removeReferences" => {
+            format!("keep it, and remove its references to {}", list(&detail["owners"]).join(", "))
+        }
+        "delete" => format!(
+            "delete it ({}): {}",
+            detail["propagationPolicy"].as_str().unwrap_or(""),
+            detail["why"].as_str().unwrap_or("")
+        ),
+        "waitForBlockingDependents" => {
+            format!("wait for {} blocking dependent(s) to go (below)", detail["blockingDependents"])
+        }
+        "removeForegroundFinalizer" => {
+            "remove its foregroundDeletion finalizer: no blocking dependent is left".to_owned()
+        }
+        "orphanDependents" => format!(
+            "orphan its {} dependent(s), then remove its orphan finalizer",
+            detail["dependents"]
+        ),
+        "deferredUntilSynced" => format!("wait: {}", detail["why"].as_str().unwrap_or("")),
+        other => other.to_owned(),
+    };
+    let _ = writeln!(out, "Next: {why}");
+    if e["retries"].as_u64().unwrap_or(0) > 0 {
+        let _ = writeln!(
+            out,
+            "Retrying: {} failed attempt(s); last error: {}",
+            e["retries"],
+            e["lastError"].as_str().unwrap_or("unknown")
+        );
+    }
+    for f in e["finalizers"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "Finalizer {} (removed by {}):",
+            f["name"].as_str().unwrap_or(""),
+            f["removedBy"].as_str().unwrap_or("")
+        );
+        let total = f["waitingForTotal"].as_u64().unwrap_or(0);
+        if total > 0 {
+            let _ = writeln!(out, "  waits for {total}:");
+        }
+        for w in f["waitingFor"].as_array().into_iter().flatten() {
+            let mut notes = Vec::new();
+            if w["beingDeleted"] == true {
+                notes.push("being deleted".to_owned());
+            }
+            let fins: Vec<&str> = w["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str())
+                .collect();
+            if !fins.is_empty() {
+                notes.push(format!("held by finalizers {}", fins.join(", ")));
+            }
+            if w["blockingDependents"].as_u64().unwrap_or(0) > 0 {
+                notes.push(format!("{} blocking dependent(s) of its own", w["blockingDependents"]));
+            }
+            let _ = writeln!(
+                out,
+                "    {}{}",
+                name(w),
+                if notes.is_empty() { String::new() } else { format!(": {}", notes.join("; ")) }
+            );
+        }
+    }
+    if let Some(err) = e["liveReadError"].as_str() {
+        let _ = writeln!(out, "(finalizers unknown: {err})");
+    }
+    out
+}
+
+fn radius_text(r: &Value) -> String {
+    let mut out = String::new();
+    let deleted = list(&r["deleted"]);
+    let _ = writeln!(
+        out,
+        "A {} delete removes {} object(s):",
+        r["policy"].as_str().unwrap_or(""),
+        deleted.len()
+    );
+    for d in &deleted {
+        let _ = writeln!(out, "  {d}");
+    }
+    if let Some(by_kind) = r["deletedByKind"].as_object() {
+        let counts: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+        let _ = writeln!(out, "By kind: {}", counts.join(", "));
+    }
+    for k in r["kept"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "Kept: {} (another owner stays: {})",
+            name(k),
+            list(&k["keptBy"]).join(", ")
+        );
+    }
+    for o in list(&r["orphaned"]) {
+        let _ = writeln!(out, "Orphaned: {o}");
+    }
+    out
+}
+
+fn tree_text(t: &Value) -> String {
+    fn walk(out: &mut String, node: &Value, depth: usize, arrow: &str) {
+        let mut notes = Vec::new();
+        if node["virtual"] == true {
+            notes.push("not observed");
+        }
+        if node["beingDeleted"] == true {
+            notes.push("being deleted");
+        }
+        if node["repeated"] == true {
+            notes.push("shown above");
+        }
+        let notes =
+            if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) };
+        let _ = writeln!(out, "{}{arrow}{}{notes}", "  ".repeat(depth), name(node));
+        for child in node["children"].as_array().into_iter().flatten() {
+            walk(out, child, depth + 1, arrow);
+        }
+    }
+    let mut out = String::from("Owners (up):\n");
+    walk(&mut out, &t["up"], 0, "↑ ");
+    out.push_str("Dependents (down):\n");
+    walk(&mut out, &t["down"], 0, "↓ ");
+    out
+}
+
+/// The blast radius as Graphviz: deleted red, kept green, orphaned orange, ownership edges
+/// from owner to dependent.
+fn radius_dot(graph: &kube_gc_engine::Graph, r: &kube_gc_engine::inspect::BlastRadius) -> String {
+    let mut out = String::from("digraph blast_radius {\n  node [shape=box, style=filled];\n");
+    let mut shown = std::collections::HashSet::new();
+    let groups = [
+        (r.deleted.clone(), "#f4a6a6"),
+        (r.kept.iter().map(|(o, _)| o.clone()).collect(), "#b6e3b6"),
+        (r.orphaned.clone(), "#f9d29d"),
+    ];
+    for (objects, colour) in &groups {
+        for o in objects {
+            if shown.insert(o.uid) {
+                let label = format!("{}\\n{}/{}", o.ty.kind(), o.namespace.as_str(), o.name);
+                let _ = writeln!(
+                    out,
+                    "  \"{}\" [label=\"{}\", fillcolor=\"{colour}\"];",
+                    o.uid,
+                    label.replace('"', "'")
+                );
+            }
+        }
+    }
+    for uid in &shown {
+        if let Some(node) = graph.node(*uid) {
+            for owner in node.owners.iter().filter(|o| shown.contains(&o.uid)) {
+                let _ = writeln!(out, "  \"{}\" -> \"{uid}\";", owner.uid);
+            }
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(kind: &str, name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": kind, "namespace": "ns", "name": name, "uid": "u"})
+    }
+
+    #[test]
+    fn explain_text_names_the_blocker_and_its_finalizer() {
+        let mut blocker = object("Pod", "held");
+        blocker["beingDeleted"] = json!(true);
+        blocker["finalizers"] = json!(["example.com/hold"]);
+        blocker["blockingDependents"] = json!(0);
+        let e = json!({
+            "object": object("ReplicationController", "web"),
+            "observed": true,
+            "beingDeleted": true,
+            "owners": [],
+            "next": {"action": "waitForBlockingDependents", "detail": {"blockingDependents": 1}},
+            "retries": 2,
+            "lastError": "etcd is slow",
+            "finalizers": [{
+                "name": "foregroundDeletion",
+                "removedBy": "the garbage collector",
+                "waitingForTotal": 1,
+                "waitingFor": [blocker],
+            }],
+        });
+        let text = explain_text(&e);
+        assert!(
+            text.starts_with("ReplicationController ns/web (uid u): observed, being deleted"),
+            "{text}"
+        );
+        assert!(text.contains("Next: wait for 1 blocking dependent(s)"), "{text}");
+        assert!(text.contains("Retrying: 2 failed attempt(s); last error: etcd is slow"), "{text}");
+        assert!(
+            text.contains("Finalizer foregroundDeletion (removed by the garbage collector)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Pod ns/held: being deleted; held by finalizers example.com/hold"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn radius_and_tree_text_list_every_object() {
+        let mut kept = object("Pod", "shared");
+        kept["keptBy"] = json!([object("ConfigMap", "keep")]);
+        let r = json!({
+            "policy": "background",
+            "deleted": [object("ReplicationController", "web"), object("Pod", "a")],
+            "deletedByKind": {"v1/Pod": 1, "v1/ReplicationController": 1},
+            "kept": [kept],
+            "orphaned": [],
+        });
+        let text = radius_text(&r);
+        assert!(text.contains("A background delete removes 2 object(s):\n  ReplicationController ns/web\n  Pod ns/a\n"), "{text}");
+        assert!(
+            text.contains("Kept: Pod ns/shared (another owner stays: ConfigMap ns/keep)"),
+            "{text}"
+        );
+        let mut down = object("ReplicationController", "web");
+        let mut child = object("Pod", "a");
+        child["beingDeleted"] = json!(true);
+        down["children"] = json!([child]);
+        let up = object("ReplicationController", "web");
+        let text = tree_text(&json!({"up": up, "down": down}));
+        assert!(
+            text.contains("↓ ReplicationController ns/web\n  ↓ Pod ns/a (being deleted)\n"),
+            "{text}"
+        );
+    }
+}
