@@ -1,8 +1,8 @@
 //! Shadow mode (`--dry-run`) beside upstream's kube-controller-manager: kube-gc decides while
 //! upstream's collector is stopped, and nothing happens (it writes nothing: the garbage stays,
-//! and its client made no request but GETs); upstream's collector is started, deletes the
-//! garbage, and kube-gc's report finds every deletion it would have made made, none it would
-//! not have, and nothing left.
+//! its client made no request but GETs, and the API server's audit log holds no write by
+//! its user agent); upstream's collector is started, deletes the garbage, and kube-gc's report
+//! finds every deletion it would have made made, none it would not have, and nothing left.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -65,7 +65,20 @@ pub async fn shadow_mode_beside_upstream(cx: &mut Ctx<'_>) -> anyhow::Result<()>
     result
 }
 
+/// The audit log's entries from byte `from` on (the testenv audits writes only).
+fn audit_since(cx: &Ctx<'_>, from: usize) -> anyhow::Result<Vec<Value>> {
+    let log =
+        std::fs::read(cx.collector.testenv().dir.join("audit.log")).context("the audit log")?;
+    let text = String::from_utf8_lossy(log.get(from..).unwrap_or_default()).into_owned();
+    text.lines().map(|l| serde_json::from_str(l).context("an audit line is not JSON")).collect()
+}
+
+fn audit_len(cx: &Ctx<'_>) -> usize {
+    std::fs::metadata(cx.collector.testenv().dir.join("audit.log")).map_or(0, |m| m.len() as usize)
+}
+
 async fn run(cx: &mut Ctx<'_>, shadow: &mut Collector) -> anyhow::Result<()> {
+    let audit_from = audit_len(cx);
     // An owner with three Pods, one of them also owned by a ConfigMap that stays, and a Pod
     // whose owner never existed.
     cx.create("app", Kind::rc(), rc(&[], &[])).await?;
@@ -104,7 +117,23 @@ async fn run(cx: &mut Ctx<'_>, shadow: &mut Collector) -> anyhow::Result<()> {
         .filter(|l| l.starts_with("rest_client_requests_total{") && !l.contains("method=\"GET\""))
         .collect();
     ensure!(sent_writes.is_empty(), "kube-gc sent requests other than GETs: {sent_writes:?}");
-    eprintln!("    ✓ shadow decided {} deletions and sent nothing but GETs", planned.len());
+    let audit = audit_since(cx, audit_from)?;
+    let app = cx.obj("app").name.clone();
+    ensure!(
+        audit.iter().any(|e| e["verb"] == "create" && e["objectRef"]["name"] == app.as_str()),
+        "the audit log does not show the test's own writes ({} entries): is auditing on?",
+        audit.len()
+    );
+    let by_kube_gc: Vec<&Value> = audit
+        .iter()
+        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("kube-gc/")))
+        .collect();
+    ensure!(by_kube_gc.is_empty(), "the API server audited writes by kube-gc: {by_kube_gc:?}");
+    eprintln!(
+        "    ✓ shadow decided {} deletions; it sent only GETs, and the audit ({} writes by others) has none of its",
+        planned.len(),
+        audit.len()
+    );
 
     // Upstream's collector does the work; kube-gc's would-be deletions are what it did.
     cx.collector.start(&[])?;
