@@ -483,15 +483,22 @@ async fn ingest_loop(
     shadow: Option<Arc<crate::shadow::Shadow>>,
 ) {
     while let Some(work) = batcher.next().await {
-        if let Some(shadow) = &shadow {
-            for batch in &work.batches {
-                for n in &batch.notifications {
-                    if let kube_gc_engine::Notification::Deleted(meta) = n {
-                        shadow.observed_deletion(&batch.source.resource, meta);
-                    }
-                }
-            }
-        }
+        // Shadow mode judges each deletion on the graph the batch leaves (see `shadow.rs`).
+        let deletions: Vec<(String, kube_gc_engine::ObjectMeta)> = match &shadow {
+            None => Vec::new(),
+            Some(_) => work
+                .batches
+                .iter()
+                .flat_map(|b| {
+                    b.notifications.iter().filter_map(|n| match n {
+                        kube_gc_engine::Notification::Deleted(meta) => {
+                            Some((b.source.resource.clone(), meta.clone()))
+                        }
+                        _ => None,
+                    })
+                })
+                .collect(),
+        };
         let started = Instant::now();
         let Ok((back, done)) = tokio::task::spawn_blocking(move || {
             let done = builder.ingest(work.batches);
@@ -511,6 +518,11 @@ async fn ingest_loop(
             std::process::exit(1);
         };
         builder = back;
+        if let Some(shadow) = &shadow {
+            for (resource, meta) in &deletions {
+                shadow.observed_deletion(resource, meta, builder.collector().graph());
+            }
+        }
         if done.events != 0 {
             metrics.ingest_batches.inc();
             metrics.ingest_events.add(done.applied as u64);

@@ -7,7 +7,10 @@
 //! deletions the watches saw meanwhile:
 //!
 //! - `deletedAsPlanned`: objects it would have deleted that were deleted (by the collector in
-//!   charge, or anyone);
+//!   charge, or anyone). When the other collector deletes an object before kube-gc has come
+//!   to it, kube-gc judges it as its delete event arrives, from the graph at that moment:
+//!   garbage if none of its owners is there and staying (each is gone, being deleted in the
+//!   foreground, or never observed); those are marked `decidedAtDeletion`;
 //! - `notDeleted`: objects it would have deleted that are still there (the other collector
 //!   disagrees, or has not got to them yet);
 //! - `deletedNotPlanned`: objects with owner references deleted while kube-gc never decided to
@@ -24,7 +27,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use kube_gc_engine::cluster::{DeleteOptions, Patch, PropagationPolicy, Resource, WarningEvent};
-use kube_gc_engine::{Graph, ObjectMeta};
+use kube_gc_engine::{Graph, ObjectMeta, OwnerRef};
 use lru::LruCache;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -36,7 +39,8 @@ const REMEMBERED: usize = 100_000;
 /// Most objects listed per category in the report (the counts are complete).
 const LISTED: usize = 1_000;
 
-/// One object, as the report names it.
+/// One object, as the report names it: its resource as `plural.group` (`pods`,
+/// `replicasets.apps`), its namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Named {
     resource: String,
@@ -58,12 +62,33 @@ struct WouldDelete {
     at: f64,
 }
 
+/// How kube-gc judged an object whose deletion a watch delivered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum AtDeletion {
+    /// It had no owner references: not a collector's business.
+    Unowned,
+    /// Garbage by the graph at that moment: no owner staying.
+    Garbage,
+    /// These owners were there and staying. Watches of different resources are not ordered,
+    /// so the owners' own deletions may arrive later: the report judges again then (see
+    /// [`Shadow::report`]).
+    OwnersStaying(Vec<OwnerRef>),
+}
+
+/// Whether `owner` is in `graph`, observed under its coordinates, and not being deleted in the
+/// foreground: an owner that keeps its dependents.
+fn staying(graph: &Graph, owner: &OwnerRef) -> bool {
+    graph.node(owner.uid).is_some_and(|n| {
+        !n.is_virtual && !n.deleting_dependents && n.identity.matches_coordinates(owner)
+    })
+}
+
 /// What shadow mode records (see the module docs).
 #[derive(Debug)]
 pub struct Shadow {
     would_delete: Mutex<LruCache<String, WouldDelete>>,
-    /// Deletions the watches saw: UID → (object, whether it had owner references).
-    deleted: Mutex<LruCache<String, (Named, bool)>>,
+    /// Deletions the watches saw: UID → (object, kube-gc's judgement then).
+    deleted: Mutex<LruCache<String, (Named, AtDeletion)>>,
     writes: Family<[(&'static str, String); 1], Counter>,
 }
 
@@ -117,7 +142,7 @@ impl Shadow {
         tracing::info!(resource = %resource, namespace, name, uid = options.precondition_uid.as_deref().unwrap_or(""), propagation_policy = policy, "dry run: would delete");
         self.count("delete");
         let object = Named {
-            resource: resource.to_string(),
+            resource: crate::discovery::resource_key(resource),
             namespace: namespace.into(),
             name: name.into(),
         };
@@ -141,19 +166,32 @@ impl Shadow {
         self.count("event");
     }
 
-    /// A deletion a watch delivered (`resource`'s object in its last state).
-    pub fn observed_deletion(&self, resource: &str, meta: &ObjectMeta) {
+    /// A deletion a watch delivered (`resource`'s object in its last state), judged from
+    /// `graph` once the batch holding it is applied: garbage if no owner it names is in the
+    /// graph, observed under its coordinates, and not being deleted in the foreground.
+    pub fn observed_deletion(&self, resource: &str, meta: &ObjectMeta, graph: &Graph) {
         let object = Named {
             resource: resource.to_owned(),
             namespace: meta.namespace.clone(),
             name: meta.name.clone(),
         };
-        let owned = !meta.owner_references.is_empty();
-        self.deleted.lock().expect("shadow lock").put(meta.uid.clone(), (object, owned));
+        let owners: Vec<OwnerRef> =
+            meta.owner_references.iter().map(kube_gc_engine::patch::owner_ref_from_api).collect();
+        let judged = if owners.is_empty() {
+            AtDeletion::Unowned
+        } else if owners.iter().any(|o| staying(graph, o)) {
+            AtDeletion::OwnersStaying(owners)
+        } else {
+            AtDeletion::Garbage
+        };
+        self.deleted.lock().expect("shadow lock").put(meta.uid.clone(), (object, judged));
     }
 
     /// The report (see the module docs). An object the graph no longer holds counts as deleted
-    /// even when its delete event was not seen (a relist found it gone).
+    /// even when its delete event was not seen (a relist found it gone). A deletion judged with
+    /// owners staying is judged again on the graph now: if none of them stays any more (their
+    /// own deletions arrived after it, or the collector deleted them first and the watches
+    /// delivered out of order) it was garbage; otherwise kube-gc would have kept it.
     pub fn report(&self, graph: &Graph) -> Value {
         let would: Vec<(String, WouldDelete)> = self
             .would_delete
@@ -162,7 +200,7 @@ impl Shadow {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let deleted: BTreeMap<String, (Named, bool)> = self
+        let deleted: BTreeMap<String, (Named, AtDeletion)> = self
             .deleted
             .lock()
             .expect("shadow lock")
@@ -181,16 +219,32 @@ impl Shadow {
             if gone(uid) { as_planned.push(v) } else { not_deleted.push(v) }
         }
         let planned: std::collections::HashSet<&String> = would.iter().map(|(k, _)| k).collect();
-        let not_planned: Vec<Value> = deleted
-            .iter()
-            .filter(|(uid, (_, owned))| *owned && !planned.contains(uid))
-            .map(|(uid, (object, _))| object.json(uid))
-            .collect();
+        let (mut at_deletion, mut not_planned) = (Vec::new(), Vec::new());
+        for (uid, (object, judged)) in &deleted {
+            if planned.contains(uid) {
+                continue;
+            }
+            let garbage = match judged {
+                AtDeletion::Unowned => continue,
+                AtDeletion::Garbage => true,
+                AtDeletion::OwnersStaying(owners) => !owners.iter().any(|o| staying(graph, o)),
+            };
+            let mut v = object.json(uid);
+            if garbage {
+                v["decidedAtDeletion"] = json!(true);
+                at_deletion.push(v);
+            } else {
+                not_planned.push(v);
+            }
+        }
+        let decided_at_deletion = at_deletion.len();
+        as_planned.extend(at_deletion);
         let writes = |verb: &str| self.writes.get_or_create(&[("verb", verb.to_owned())]).get();
         json!({
             "summary": {
                 "wouldDelete": would.len(),
                 "deletedAsPlanned": as_planned.len(),
+                "decidedAtDeletion": decided_at_deletion,
                 "notDeleted": not_deleted.len(),
                 "deletedNotPlanned": not_planned.len(),
                 "wouldPatch": writes("patch"),
@@ -231,22 +285,52 @@ mod tests {
             };
             shadow.delete(&pods, "ns", name, &options);
         };
+        // A graph holding one live owner, `keep`.
+        let keep_uid = "00000000-0000-4000-8000-00000000000a";
+        let graph = std::sync::Arc::new(Graph::new(1).unwrap());
+        let mut ingester = kube_gc_engine::Ingester::new(graph.clone(), 1);
+        let keep = ObjectMeta {
+            uid: keep_uid.into(),
+            name: "keep".into(),
+            namespace: "ns".into(),
+            ..ObjectMeta::default()
+        };
+        let cm = kube_gc_engine::ObjectType::new("v1", "ConfigMap");
+        let event = |t, m: &ObjectMeta| kube_gc_engine::Event::new(t, cm, m.clone());
+        drop(ingester.ingest(&[event(kube_gc_engine::EventType::Add, &keep)]));
+        let owned_by = |uid: &str, name: &str, owner_uid: &str, owner: &str| ObjectMeta {
+            owner_references: vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: owner.into(),
+                uid: owner_uid.into(),
+                ..OwnerReference::default()
+            }],
+            ..meta(uid, name, false)
+        };
+        let gone_owner = "00000000-0000-4000-8000-00000000000b";
         // Unknown to the graph, so only the watch's deletions count as deleted.
-        let (a, b, c, d) = ("shadow-test-a", "shadow-test-b", "shadow-test-c", "shadow-test-d");
+        let (a, b, c, d, e) =
+            ("shadow-test-a", "shadow-test-b", "shadow-test-c", "shadow-test-d", "shadow-test-e");
         delete(a, "a");
         delete(b, "b");
-        shadow.observed_deletion("pods", &meta(a, "a", true));
-        shadow.observed_deletion("pods", &meta(c, "c", true));
-        shadow.observed_deletion("pods", &meta(d, "d", false));
-        let graph = Graph::new(1).unwrap();
+        shadow.observed_deletion("pods", &owned_by(a, "a", gone_owner, "gone"), &graph);
+        // Deleted before kube-gc came to it: its owner is gone, so garbage, decided then.
+        shadow.observed_deletion("pods", &owned_by(c, "c", gone_owner, "gone"), &graph);
+        // Its owner is there and staying: kube-gc would have kept it.
+        shadow.observed_deletion("pods", &owned_by(e, "e", keep_uid, "keep"), &graph);
+        shadow.observed_deletion("pods", &meta(d, "d", false), &graph);
         let r = shadow.report(&graph);
         assert_eq!(r["summary"]["wouldDelete"], 2);
+        assert_eq!(r["summary"]["deletedAsPlanned"], 2, "{r}");
+        assert_eq!(r["summary"]["decidedAtDeletion"], 1, "{r}");
         assert_eq!(r["deletedAsPlanned"][0]["name"], "a");
         assert_eq!(r["deletedAsPlanned"][0]["propagationPolicy"], "Background");
+        assert_eq!(r["deletedAsPlanned"][1]["name"], "c");
         assert_eq!(r["notDeleted"][0]["name"], "b");
-        // c had an owner and was deleted without kube-gc deciding it; d had no owner: a user's.
+        // e had a staying owner; d had no owner: a user's, not counted.
         assert_eq!(r["summary"]["deletedNotPlanned"], 1);
-        assert_eq!(r["deletedNotPlanned"][0]["name"], "c");
+        assert_eq!(r["deletedNotPlanned"][0]["name"], "e");
         shadow.patch(
             &pods,
             "ns",
@@ -254,5 +338,11 @@ mod tests {
             &Patch { patch_type: kube_gc_engine::cluster::PatchType::JsonMerge, body: json!({}) },
         );
         assert_eq!(shadow.report(&graph)["summary"]["wouldPatch"], 1);
+        // The owner's own deletion arrives after its dependent's (another watch): judged again,
+        // the dependent was garbage.
+        drop(ingester.ingest(&[event(kube_gc_engine::EventType::Delete, &keep)]));
+        let r = shadow.report(&graph);
+        assert_eq!(r["summary"]["deletedNotPlanned"], 0, "{r}");
+        assert_eq!(r["summary"]["decidedAtDeletion"], 2, "{r}");
     }
 }

@@ -209,8 +209,36 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
         && (!scenarios.is_empty() || wanted("shadow_mode_beside_upstream"))
     {
         let mut kcm = Collector::new(Which::Upstream, te);
+        // kube-gc in shadow mode beside upstream's collector, through all its scenarios.
+        let through = wanted(shadow::THROUGH_THE_SCENARIOS) && !scenarios.is_empty();
+        let audit_from = shadow::audit_len(te);
+        let started = Instant::now();
+        let mut beside = through.then(|| shadow::start_beside(te));
         for s in &scenarios {
             u_runs.push(run_one(&client, &mut kcm, s.name, &format!("u{run}"), s.run).await);
+        }
+        if let Some(beside) = beside.as_mut() {
+            eprintln!("\n== [upstream] {}", shadow::THROUGH_THE_SCENARIOS);
+            let result = match beside {
+                Ok(gc) => shadow::check_through_the_scenarios(gc, te, audit_from).await,
+                Err(e) => Err(anyhow::anyhow!("cannot start kube-gc in shadow: {e:#}")),
+            };
+            if let Ok(gc) = beside {
+                if let Err(e) = &result {
+                    eprintln!(
+                        "    ✗ {e:#}\n    last lines of its log:\n{}",
+                        indent(&gc.log_tail(15))
+                    );
+                }
+                gc.stop().expect("stop kube-gc in shadow");
+            }
+            f_runs.push(Outcome {
+                name: shadow::THROUGH_THE_SCENARIOS,
+                which: Which::Upstream,
+                result: result.map_err(|e| format!("{e:#}")),
+                secs: started.elapsed().as_secs_f64(),
+                state: State::default(),
+            });
         }
         if wanted("shadow_mode_beside_upstream") {
             f_runs.push(

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::cluster::{Ctx, Del, Kind, OwnerRef, Wait, config_map, pod, rc};
 use super::collector::{Collector, Which, http_get};
+use super::env::TestEnv;
 
 const RC: &str = "ReplicationController";
 
@@ -66,19 +67,103 @@ pub async fn shadow_mode_beside_upstream(cx: &mut Ctx<'_>) -> anyhow::Result<()>
 }
 
 /// The audit log's entries from byte `from` on (the testenv audits writes only).
-fn audit_since(cx: &Ctx<'_>, from: usize) -> anyhow::Result<Vec<Value>> {
-    let log =
-        std::fs::read(cx.collector.testenv().dir.join("audit.log")).context("the audit log")?;
+fn audit_since(te: &TestEnv, from: usize) -> anyhow::Result<Vec<Value>> {
+    let log = std::fs::read(te.dir.join("audit.log")).context("the audit log")?;
     let text = String::from_utf8_lossy(log.get(from..).unwrap_or_default()).into_owned();
     text.lines().map(|l| serde_json::from_str(l).context("an audit line is not JSON")).collect()
 }
 
-fn audit_len(cx: &Ctx<'_>) -> usize {
-    std::fs::metadata(cx.collector.testenv().dir.join("audit.log")).map_or(0, |m| m.len() as usize)
+/// Where the audit log ends now.
+pub fn audit_len(te: &TestEnv) -> usize {
+    std::fs::metadata(te.dir.join("audit.log")).map_or(0, |m| m.len() as usize)
+}
+
+/// The audited writes of kube-gc's user agent.
+fn by_kube_gc(audit: &[Value]) -> Vec<&Value> {
+    audit
+        .iter()
+        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("kube-gc/")))
+        .collect()
+}
+
+/// An object as the shadow report keys it: (`plural.group`, namespace, name).
+type Key = (String, String, String);
+
+fn keys(v: &Value) -> BTreeSet<Key> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let s = |f: &str| o[f].as_str().unwrap_or_default().to_owned();
+            (s("resource"), s("namespace"), s("name"))
+        })
+        .collect()
+}
+
+/// The name of the scenario that runs kube-gc in shadow through all of upstream's runs.
+pub const THROUGH_THE_SCENARIOS: &str = "shadow_mode_through_the_differential_scenarios";
+
+/// Starts kube-gc in shadow beside upstream's collector, before its scenarios run.
+pub fn start_beside(te: &TestEnv) -> anyhow::Result<Collector> {
+    let mut shadow = Collector::new(Which::KubeGc, te);
+    shadow.start(&["--dry-run"])?;
+    Ok(shadow)
+}
+
+/// After upstream's scenarios ran with kube-gc in shadow beside it (audit log from byte
+/// `audit_from`): kube-gc wrote nothing; every object upstream's collector deleted is one
+/// kube-gc would have deleted, none of them one it would have kept; nothing it would have
+/// deleted is left.
+pub async fn check_through_the_scenarios(
+    shadow: &Collector,
+    te: &TestEnv,
+    audit_from: usize,
+) -> anyhow::Result<()> {
+    let audit = audit_since(te, audit_from)?;
+    let writes = by_kube_gc(&audit);
+    ensure!(writes.is_empty(), "the API server audited writes by kube-gc --dry-run: {writes:?}");
+    let upstream: BTreeSet<Key> = audit
+        .iter()
+        .filter(|e| e["verb"] == "delete")
+        .filter(|e| {
+            e["userAgent"].as_str().is_some_and(|a| a.ends_with("generic-garbage-collector"))
+        })
+        .map(|e| {
+            let r = &e["objectRef"];
+            let s = |f: &str| r[f].as_str().unwrap_or_default().to_owned();
+            let group = s("apiGroup");
+            let resource =
+                if group.is_empty() { s("resource") } else { format!("{}.{group}", s("resource")) };
+            (resource, s("namespace"), s("name"))
+        })
+        .collect();
+    ensure!(!upstream.is_empty(), "the audit shows no deletion by upstream's collector");
+    let settled = report_until(shadow, "upstream's deletions all planned", |r| {
+        keys(&r["deletedAsPlanned"]).is_superset(&upstream) && r["summary"]["notDeleted"] == 0
+    })
+    .await;
+    let r = match settled {
+        Ok(r) => r,
+        Err(e) => {
+            let r = report(shadow)?;
+            let planned = keys(&r["deletedAsPlanned"]);
+            let missing: Vec<&Key> = upstream.difference(&planned).collect();
+            bail!("{e:#}\nupstream deleted, kube-gc had not planned: {missing:?}");
+        }
+    };
+    let kept: Vec<Key> = keys(&r["deletedNotPlanned"]).intersection(&upstream).cloned().collect();
+    ensure!(kept.is_empty(), "upstream deleted what kube-gc would have kept: {kept:?}");
+    eprintln!(
+        "    ✓ {} audited writes, none by kube-gc; upstream's collector deleted {} objects, all in kube-gc's plan ({} decided as their delete arrived); none of its plan left",
+        audit.len(),
+        upstream.len(),
+        r["summary"]["decidedAtDeletion"]
+    );
+    Ok(())
 }
 
 async fn run(cx: &mut Ctx<'_>, shadow: &mut Collector) -> anyhow::Result<()> {
-    let audit_from = audit_len(cx);
+    let audit_from = audit_len(&cx.collector.testenv());
     // An owner with three Pods, one of them also owned by a ConfigMap that stays, and a Pod
     // whose owner never existed.
     cx.create("app", Kind::rc(), rc(&[], &[])).await?;
@@ -117,18 +202,15 @@ async fn run(cx: &mut Ctx<'_>, shadow: &mut Collector) -> anyhow::Result<()> {
         .filter(|l| l.starts_with("rest_client_requests_total{") && !l.contains("method=\"GET\""))
         .collect();
     ensure!(sent_writes.is_empty(), "kube-gc sent requests other than GETs: {sent_writes:?}");
-    let audit = audit_since(cx, audit_from)?;
+    let audit = audit_since(&cx.collector.testenv(), audit_from)?;
     let app = cx.obj("app").name.clone();
     ensure!(
         audit.iter().any(|e| e["verb"] == "create" && e["objectRef"]["name"] == app.as_str()),
         "the audit log does not show the test's own writes ({} entries): is auditing on?",
         audit.len()
     );
-    let by_kube_gc: Vec<&Value> = audit
-        .iter()
-        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("kube-gc/")))
-        .collect();
-    ensure!(by_kube_gc.is_empty(), "the API server audited writes by kube-gc: {by_kube_gc:?}");
+    let writes = by_kube_gc(&audit);
+    ensure!(writes.is_empty(), "the API server audited writes by kube-gc: {writes:?}");
     eprintln!(
         "    ✓ shadow decided {} deletions; it sent only GETs, and the audit ({} writes by others) has none of its",
         planned.len(),
