@@ -77,7 +77,7 @@ fn klog_line(event: &Event<'_>, now: std::time::SystemTime) -> Value {
     let ts = now.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     line.insert("ts".into(), ts.into());
     let caller = match (meta.file(), meta.line()) {
-        (Some(file), Some(n)) => format!("{file}:{n}"),
+        (Some(file), Some(n)) => format!("{}:{n}", short_path(file)),
         _ => meta.target().to_owned(),
     };
     line.insert("caller".into(), caller.into());
@@ -92,6 +92,20 @@ fn klog_line(event: &Event<'_>, now: std::time::SystemTime) -> Value {
         line.entry(key).or_insert(value);
     }
     Value::Object(line)
+}
+
+/// A source path as klog shows callers, short: a dependency's from its crate directory
+/// (`kube-client-5.0.0/src/client/builder.rs`, not the whole path into cargo's registry);
+/// kube-gc's own paths are already relative to the workspace.
+fn short_path(file: &str) -> &str {
+    match file.find("/registry/src/") {
+        Some(at) => {
+            let inside = &file[at + "/registry/src/".len()..];
+            // Past the registry's index directory (`index.crates.io-…/`).
+            inside.split_once('/').map_or(inside, |(_, rest)| rest)
+        }
+        None => file,
+    }
 }
 
 /// An event's message and fields, as JSON values.
@@ -128,5 +142,21 @@ impl Visit for Fields {
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.values.insert(field.name().to_owned(), value.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_path;
+
+    #[test]
+    fn callers_are_short() {
+        assert_eq!(
+            short_path(
+                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/kube-client-5.0.0/src/client/builder.rs"
+            ),
+            "kube-client-5.0.0/src/client/builder.rs"
+        );
+        assert_eq!(short_path("controller/src/run.rs"), "controller/src/run.rs");
     }
 }

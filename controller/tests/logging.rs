@@ -62,6 +62,7 @@ users:
         assert!((now.as_secs_f64() - ts).abs() < 60.0, "ts is not now in seconds: {line}");
         let caller = object["caller"].as_str().unwrap_or_else(|| panic!("no caller: {line}"));
         assert!(caller.contains(".rs:"), "caller is not file:line: {line}");
+        assert!(!caller.starts_with('/'), "caller is not short: {line}");
         assert!(object["msg"].is_string(), "no msg: {line}");
         // An info line has its verbosity; an error line has none, and `err` if it carries one.
         assert!(object.get("v").is_none_or(|v| v.is_u64()), "a v that is not a level: {line}");
