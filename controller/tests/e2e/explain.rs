@@ -1,15 +1,16 @@
 //! kube-gc's answers about one object against the real kube-apiserver, tried as an operator
 //! would: `…/explain` of a foreground deletion held by a blocking dependent with a foreign
-//! finalizer names that dependent and its finalizer, and `…/blast-radius` of an owner whose
-//! second dependent has another live owner equals what a real background delete then removes.
-//! The standalone plugin, run by kubectl itself (`kubectl gc …`), answers the same.
+//! finalizer names that dependent and its finalizer; `…/blast-radius` of a Deployment whose
+//! second Pod has another live owner equals what a real background delete then removes; the
+//! standalone plugin, run by kubectl itself (`kubectl gc …`), answers the same, and explains
+//! an orphaning delete no collector has processed yet by the dependents it waits for.
 
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use serde_json::Value;
 
-use super::cluster::{Ctx, Del, Kind, OwnerRef, Wait, config_map, pod, rc};
+use super::cluster::{Ctx, Del, Kind, OwnerRef, Wait, config_map, pod, rc, workload};
 use super::collector::http_get;
 
 /// Runs the plugin as kubectl runs it (`kubectl gc ARGS -o json`, the plugin found on the
@@ -103,13 +104,16 @@ pub async fn explain_and_blast_radius_match_the_cluster(cx: &mut Ctx<'_>) -> any
     states = vec![("held-owner".into(), "gone".into()), ("held".into(), "gone".into())];
     cx.expect("unblocked", &want(&states), Wait::DEFAULT).await?;
 
-    // 2. The blast radius of an owner, then the delete it predicts.
-    cx.create("web", Kind::rc(), rc(&[], &[])).await?;
+    // 2. The blast radius of a Deployment (→ ReplicaSet → two Pods, one also owned by a
+    // ConfigMap that stays), then the background delete it predicts.
+    cx.create("web", Kind::deployment(), workload(&[], "web")).await?;
+    let web = OwnerRef::new("apps/v1", "Deployment", &cx.obj("web").name, &cx.uid("web"));
+    cx.create("web-rs", Kind::replica_set(), workload(&[web], "web")).await?;
     cx.create("keep", Kind::config_map(), config_map(&[], &[])).await?;
-    let web = rc_ref(cx, "web");
+    let rs = OwnerRef::new("apps/v1", "ReplicaSet", &cx.obj("web-rs").name, &cx.uid("web-rs"));
     let keep = OwnerRef::new("v1", "ConfigMap", &cx.obj("keep").name, &cx.uid("keep"));
-    cx.create("only-web", Kind::pod(), pod(std::slice::from_ref(&web), &[])).await?;
-    cx.create("shared", Kind::pod(), pod(&[web, keep], &[])).await?;
+    cx.create("only-web", Kind::pod(), pod(std::slice::from_ref(&rs), &[])).await?;
+    cx.create("shared", Kind::pod(), pod(&[rs, keep], &[])).await?;
     cx.wait_observed(&["only-web", "shared"], Duration::from_secs(60)).await?;
     let r =
         debug_json(cx, &format!("{BASE}/blast-radius?uid={}&policy=background", cx.uid("web")))?;
@@ -123,17 +127,19 @@ pub async fn explain_and_blast_radius_match_the_cluster(cx: &mut Ctx<'_>) -> any
         n.sort();
         n
     };
-    let mut predicted = vec![cx.obj("web").name.clone(), cx.obj("only-web").name.clone()];
+    let mut predicted: Vec<String> =
+        ["web", "web-rs", "only-web"].iter().map(|l| cx.obj(l).name.clone()).collect();
     predicted.sort();
     ensure!(names(&r["deleted"]) == predicted, "radius: {r}");
     ensure!(names(&r["kept"]) == [cx.obj("shared").name.clone()], "kept: {r}");
-    let target = format!("replicationcontrollers/{}", cx.obj("web").name);
+    let target = format!("deploy/{}", cx.obj("web").name);
     let plugin = plugin_json(cx, &["blast-radius", &target, "-n", &cx.ns])?;
     ensure!(plugin == r, "kubectl gc blast-radius differs: {plugin} vs {r}");
     cx.delete("web", Del::Background).await?;
     let shared_state = "live owners=[ConfigMap/keep]".to_owned();
     states.extend([
         ("web".into(), "gone".into()),
+        ("web-rs".into(), "gone".into()),
         ("keep".into(), "live".into()),
         ("only-web".into(), "gone".into()),
         ("shared".into(), shared_state),
@@ -143,5 +149,34 @@ pub async fn explain_and_blast_radius_match_the_cluster(cx: &mut Ctx<'_>) -> any
         "    ✓ the blast radius ({}) is what the background delete removed",
         predicted.join(", ")
     );
+
+    // 3. An orphaning delete while no collector runs: the standalone plugin explains what its
+    // `orphan` finalizer waits for; once kube-gc runs, the orphaning completes.
+    cx.create("orphaner", Kind::rc(), rc(&[], &[])).await?;
+    let orphaner = rc_ref(cx, "orphaner");
+    cx.create("orphan-a", Kind::pod(), pod(std::slice::from_ref(&orphaner), &[])).await?;
+    cx.create("orphan-b", Kind::pod(), pod(&[orphaner], &[])).await?;
+    cx.wait_observed(&["orphan-a", "orphan-b"], Duration::from_secs(60)).await?;
+    cx.collector.stop()?;
+    cx.delete("orphaner", Del::Orphan).await?;
+    let target = format!("rc/{}", cx.obj("orphaner").name);
+    let o = plugin_json(cx, &["explain", &target, "-n", &cx.ns])?;
+    let started = cx.collector.start(&[]);
+    ensure!(o["next"]["action"] == "orphanDependents", "{o}");
+    ensure!(o["finalizers"][0]["name"] == "orphan", "{o}");
+    let mut waiting = names(&o["finalizers"][0]["waitingFor"]);
+    waiting.sort();
+    let mut dependents: Vec<String> =
+        ["orphan-a", "orphan-b"].iter().map(|l| cx.obj(l).name.clone()).collect();
+    dependents.sort();
+    ensure!(waiting == dependents, "the orphan finalizer waits for {waiting:?}: {o}");
+    started?;
+    states.extend([
+        ("orphaner".into(), "gone".into()),
+        ("orphan-a".into(), "live".into()),
+        ("orphan-b".into(), "live".into()),
+    ]);
+    cx.expect("orphaned", &want(&states), Wait::DEFAULT).await?;
+    eprintln!("    ✓ kubectl gc explain names the dependents an orphan finalizer waits for");
     Ok(())
 }
