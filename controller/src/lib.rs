@@ -16,6 +16,13 @@
 //! ```
 //!
 //! Decisions live in the engine; this crate only moves data and talks HTTP.
+//!
+//! Around that path: [`serving`] (the secure port: TLS, TokenReview and SubjectAccessReview),
+//! [`http`] (the endpoints: health, `/metrics`, the graph dump, and [`inspect`]'s tree, blast
+//! radius and explain), [`metrics`] (prometheus-client; upstream's families), [`logging`]
+//! (text or klog's JSON), [`leader`] (the Lease), [`shadow`] (`--dry-run`). The second
+//! binary, `kubectl-gc`, is [`plugin`] over [`standalone`] (one list of the cluster into the
+//! graph, no collector running).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
