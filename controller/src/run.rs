@@ -199,11 +199,18 @@ impl Controller {
             }
         }));
         tracing::info!(%addr, "serving /healthz, /readyz, /metrics and the debug graph");
-        if let Some(secure) =
-            crate::serving::start(&flags, client.clone(), crate::http::router(debug.clone()))
-                .await?
+        match crate::serving::start(&flags, client.clone(), crate::http::router(debug.clone()))
+            .await
         {
-            tasks.push(secure);
+            Ok(secure) => tasks.extend(secure),
+            Err(e) => {
+                // Not started: stop what was (a caller that carries on, such as a test, would
+                // otherwise keep an ingest loop and a debug server running for nothing).
+                for task in &tasks {
+                    task.abort();
+                }
+                return Err(e);
+            }
         }
         let ignored = flags.gc_ignored_resources.iter().map(|s| s.trim().to_owned()).collect();
         Ok(Controller {

@@ -110,3 +110,30 @@ async fn bad_certificate_files_are_refused_at_start_with_the_file_named() {
     assert!(err.to_string().contains("tls.key"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn a_secure_port_that_cannot_start_stops_the_rest_of_the_controller() {
+    let dir = std::env::temp_dir().join(format!("kube-gc-bad-start-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, "not a certificate").unwrap();
+    std::fs::write(&key, "not a key").unwrap();
+    let debug = free_port();
+    let flags = kube_gc::Flags::parse_from([
+        "kube-gc".to_owned(),
+        format!("--debug-addr=127.0.0.1:{debug}"),
+        format!("--secure-port={}", free_port()),
+        format!("--tls-cert-file={}", cert.display()),
+        format!("--tls-private-key-file={}", key.display()),
+        "--leader-elect=false".to_owned(),
+    ]);
+    let err = kube_gc::Controller::start(flags, unreachable_client()).await.unwrap_err();
+    assert!(err.to_string().contains("tls.crt"), "{err}");
+    // The plain debug listener it had opened is closed again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::net::TcpStream::connect(("127.0.0.1", debug)).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the debug server still serves");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
