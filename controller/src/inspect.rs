@@ -10,7 +10,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kube_gc_engine::cluster::PropagationPolicy;
 use kube_gc_engine::inspect::{
-    BlastRadius, Decision, Evidence, Explanation, OwnerState, TreeNode, blast_radius, explain, tree,
+    BlastRadius, Decision, Evidence, Explanation, OwnerState, TreeNode, Waiting, blast_radius,
+    explain, tree,
 };
 use kube_gc_engine::{ObjectReference, Uid};
 use serde_json::{Value, json};
@@ -126,6 +127,16 @@ pub async fn blast_radius_handler(State(s): State<DebugState>, RawQuery(q): RawQ
     }
 }
 
+/// A dependent a finalizer waits for, with its own blocking dependents down the chain.
+fn waiting_json(w: &Waiting) -> Value {
+    let mut v = reference(&w.object);
+    v["beingDeleted"] = json!(w.being_deleted);
+    v["finalizers"] = json!(w.finalizers);
+    v["blockingDependents"] = w.blocking.iter().map(waiting_json).collect();
+    v["blockingDependentsTotal"] = json!(w.blocking_total);
+    v
+}
+
 /// An explanation as `…/explain` answers it.
 pub fn explanation_json(e: &Explanation) -> Value {
     let refs = |os: &[ObjectReference]| os.iter().map(reference).collect::<Vec<_>>();
@@ -192,13 +203,7 @@ pub fn explanation_json(e: &Explanation) -> Value {
                 "name": f.name,
                 "removedBy": if f.garbage_collectors { "the garbage collector" } else { "not the garbage collector: the controller that added it" },
                 "waitingForTotal": f.waiting_for_total,
-                "waitingFor": f.waiting_for.iter().map(|w| {
-                    let mut v = reference(&w.object);
-                    v["beingDeleted"] = json!(w.being_deleted);
-                    v["finalizers"] = json!(w.finalizers);
-                    v["blockingDependents"] = json!(w.blocking_dependents);
-                    v
-                }).collect::<Vec<_>>(),
+                "waitingFor": f.waiting_for.iter().map(waiting_json).collect::<Vec<_>>(),
             })
         })
         .collect();

@@ -296,34 +296,39 @@ fn explain_text(e: &Value) -> String {
             let _ = writeln!(out, "  waits for {total}:");
         }
         for w in f["waitingFor"].as_array().into_iter().flatten() {
-            let mut notes = Vec::new();
-            if w["beingDeleted"] == true {
-                notes.push("being deleted".to_owned());
-            }
-            let fins: Vec<&str> = w["finalizers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|f| f.as_str())
-                .collect();
-            if !fins.is_empty() {
-                notes.push(format!("held by finalizers {}", fins.join(", ")));
-            }
-            if w["blockingDependents"].as_u64().unwrap_or(0) > 0 {
-                notes.push(format!("{} blocking dependent(s) of its own", w["blockingDependents"]));
-            }
-            let _ = writeln!(
-                out,
-                "    {}{}",
-                name(w),
-                if notes.is_empty() { String::new() } else { format!(": {}", notes.join("; ")) }
-            );
+            waiting_text(&mut out, w, 2);
         }
     }
     if let Some(err) = e["liveReadError"].as_str() {
         let _ = writeln!(out, "(finalizers unknown: {err})");
     }
     out
+}
+
+/// A dependent a finalizer waits for, and its own blocking dependents below it.
+fn waiting_text(out: &mut String, w: &Value, depth: usize) {
+    let mut notes = Vec::new();
+    if w["beingDeleted"] == true {
+        notes.push("being deleted".to_owned());
+    }
+    let fins: Vec<&str> =
+        w["finalizers"].as_array().into_iter().flatten().filter_map(|f| f.as_str()).collect();
+    if !fins.is_empty() {
+        notes.push(format!("held by finalizers {}", fins.join(", ")));
+    }
+    let below = w["blockingDependents"].as_array().map_or(0, Vec::len) as u64;
+    let total = w["blockingDependentsTotal"].as_u64().unwrap_or(0);
+    if total > 0 {
+        notes.push(format!("{total} blocking dependent(s) of its own"));
+    }
+    let notes = if notes.is_empty() { String::new() } else { format!(": {}", notes.join("; ")) };
+    let _ = writeln!(out, "{}{}{notes}", "  ".repeat(depth), name(w));
+    for b in w["blockingDependents"].as_array().into_iter().flatten() {
+        waiting_text(out, b, depth + 1);
+    }
+    if total > below {
+        let _ = writeln!(out, "{}… and {} more", "  ".repeat(depth + 1), total - below);
+    }
 }
 
 fn radius_text(r: &Value) -> String {
@@ -431,7 +436,11 @@ mod tests {
         let mut blocker = object("Pod", "held");
         blocker["beingDeleted"] = json!(true);
         blocker["finalizers"] = json!(["example.com/hold"]);
-        blocker["blockingDependents"] = json!(0);
+        let mut deeper = object("Pod", "deeper");
+        deeper["blockingDependents"] = json!([]);
+        deeper["blockingDependentsTotal"] = json!(0);
+        blocker["blockingDependents"] = json!([deeper]);
+        blocker["blockingDependentsTotal"] = json!(1);
         let e = json!({
             "object": object("ReplicationController", "web"),
             "observed": true,

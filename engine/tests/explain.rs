@@ -113,6 +113,26 @@ fn a_foreground_deletion_names_its_blocking_dependent_and_that_ones_foreign_fina
 }
 
 #[test]
+fn a_foreground_chain_is_shown_down_to_what_holds_it() {
+    let mut env = env();
+    // ReplicaSet web (foreground) ← Pod mid (blocking) ← ConfigMap leaf (blocking), and a
+    // cycle back from leaf to mid that must not loop.
+    add(&mut env, &replicasets(), meta("web", 1, vec![], &["foregroundDeletion"]));
+    let mid_owners = vec![owner("ReplicaSet", "web", 1), owner("ConfigMap", "leaf", 3)];
+    add(&mut env, &pods(), meta("mid", 2, mid_owners, &[]));
+    add(&mut env, &configmaps(), meta("leaf", 3, vec![owner("Pod", "mid", 2)], &["example.com/x"]));
+    being_deleted(&mut env, &replicasets(), "web");
+    let rs = explained(&env, 1);
+    let mid = &rs.finalizers[0].waiting_for[0];
+    assert_eq!(name(&mid.object), "mid");
+    assert_eq!(mid.blocking_total, 1);
+    assert_eq!(name(&mid.blocking[0].object), "leaf");
+    // leaf's blocking dependent is mid again: counted, not followed round the cycle.
+    assert_eq!(mid.blocking[0].blocking_total, 1);
+    assert!(mid.blocking[0].blocking.is_empty());
+}
+
+#[test]
 fn an_orphaning_deletion_lists_the_dependents_it_waits_for() {
     let mut env = env();
     add(&mut env, &replicasets(), meta("web", 1, vec![], &["orphan"]));

@@ -8,14 +8,17 @@
 //! the graph: [`explain`] reads them live, for the object and for the few dependents a
 //! finalizer waits for.
 
+use std::collections::HashSet;
+
 use crate::cluster::{Cluster, ClusterError};
 use crate::collector::Collector;
 use crate::graph::NodeView;
 use crate::identity::{Namespace, ObjectReference, OwnerRef, Uid};
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 
-/// Most dependents a finalizer's explanation reads live (the rest are counted).
-const MAX_LIVE_READS: usize = 20;
+/// Most dependents a finalizer's explanation reads live, and most shown a level down the
+/// chain (the rest are counted).
+pub const MAX_LIVE_READS: usize = 20;
 
 /// How the collector classifies an owner reference (upstream's `classifyReferences`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,17 +91,56 @@ pub enum Decision {
     DeferredUntilSynced,
 }
 
-/// A dependent a finalizer waits for, read live.
+/// A dependent a finalizer waits for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Waiting {
     /// The dependent.
     pub object: ObjectReference,
     /// Being deleted already.
     pub being_deleted: bool,
-    /// Its own finalizers, live (empty if it could not be read).
+    /// Its own finalizers, read live for the dependents a finalizer waits for directly (empty
+    /// if the read failed, and further down the chain, which comes from the graph alone).
     pub finalizers: Vec<String>,
-    /// Its own blocking dependents, by the graph (what holds it in turn).
-    pub blocking_dependents: usize,
+    /// Its own blocking dependents, down the chain (at most [`CHAIN_DEPTH`] levels and
+    /// [`MAX_LIVE_READS`] a level): what holds it in turn once it is deleted in the
+    /// foreground, as the collector deletes a dependent of a foreground deletion that has
+    /// dependents.
+    pub blocking: Vec<Waiting>,
+    /// How many blocking dependents it has in all.
+    pub blocking_total: usize,
+}
+
+/// Levels of blocking dependents shown below the dependents a finalizer waits for.
+pub const CHAIN_DEPTH: usize = 4;
+
+/// The blocking dependents of `uid`, down the chain, from the graph (`seen` stops cycles).
+fn chain(
+    graph: &crate::Graph,
+    uid: Uid,
+    depth: usize,
+    seen: &mut HashSet<Uid>,
+) -> (Vec<Waiting>, usize) {
+    let blocking = graph.blocking_dependents(uid);
+    let total = blocking.len();
+    if depth == 0 {
+        return (Vec::new(), total);
+    }
+    let mut out = Vec::new();
+    for dep in blocking.into_iter().take(MAX_LIVE_READS) {
+        let Some(d) = graph.node(dep) else { continue };
+        if !seen.insert(dep) {
+            continue;
+        }
+        let (blocking, blocking_total) = chain(graph, dep, depth - 1, seen);
+        out.push(Waiting {
+            object: d.identity,
+            being_deleted: d.being_deleted,
+            finalizers: Vec::new(),
+            blocking,
+            blocking_total,
+        });
+    }
+    (out, total)
 }
 
 /// One finalizer of an object being deleted.
@@ -304,21 +346,25 @@ async fn finalizer<C: Cluster, R: Cluster>(
     let waiting_on: Vec<Uid> = match name.as_str() {
         FINALIZER_DELETE_DEPENDENTS => graph.blocking_dependents(uid),
         FINALIZER_ORPHAN => {
-            let mut seen = std::collections::HashSet::new();
+            let mut seen = HashSet::new();
             graph.dependents(uid).into_iter().map(|d| d.uid).filter(|u| seen.insert(*u)).collect()
         }
         _ => Vec::new(),
     };
     let garbage_collectors = name == FINALIZER_DELETE_DEPENDENTS || name == FINALIZER_ORPHAN;
     let mut waiting_for = Vec::new();
+    let mut seen = HashSet::from([uid]);
     for dep in waiting_on.iter().take(MAX_LIVE_READS) {
         let Some(d) = graph.node(*dep) else { continue };
         let finalizers = read_finalizers(cluster, &d.identity).await.unwrap_or_default();
+        seen.insert(*dep);
+        let (blocking, blocking_total) = chain(graph, *dep, CHAIN_DEPTH, &mut seen);
         waiting_for.push(Waiting {
-            blocking_dependents: graph.blocking_dependents(*dep).len(),
             being_deleted: d.being_deleted,
             object: d.identity,
             finalizers,
+            blocking,
+            blocking_total,
         });
     }
     FinalizerExplained {

@@ -10,8 +10,8 @@ mod explain;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
 pub use explain::{
-    Decision, Evidence, Explanation, FinalizerExplained, OwnerExplained, OwnerState, Waiting,
-    explain,
+    CHAIN_DEPTH, Decision, Evidence, Explanation, FinalizerExplained, MAX_LIVE_READS,
+    OwnerExplained, OwnerState, Waiting, explain,
 };
 
 use crate::cluster::PropagationPolicy;
