@@ -17,6 +17,9 @@
 //!   delete them: garbage the other collector took and kube-gc would have kept, or dependents a
 //!   user deleted by hand (the watch cannot tell who deleted).
 //!
+//! `seenDeleted` lists every deletion the watches delivered: an object that is in neither list
+//! was never seen by kube-gc, which cannot judge what it never watched.
+//!
 //! A patch is not sent: the collector carries on with the object as it is (a live read), as
 //! if the other collector had not made that change yet; the watches then show what the other
 //! collector really did.
@@ -253,6 +256,10 @@ impl Shadow {
             "deletedAsPlanned": as_planned.into_iter().take(LISTED).collect::<Vec<_>>(),
             "notDeleted": not_deleted.into_iter().take(LISTED).collect::<Vec<_>>(),
             "deletedNotPlanned": not_planned.into_iter().take(LISTED).collect::<Vec<_>>(),
+            // Every deletion the watches delivered (owned or not): an object deleted that is
+            // neither here nor planned was never seen by kube-gc (it lived and went before
+            // kube-gc watched its resource, e.g. a custom resource of a CRD not yet discovered).
+            "seenDeleted": deleted.iter().take(LISTED).map(|(uid, (o, _))| o.json(uid)).collect::<Vec<_>>(),
         })
     }
 }
