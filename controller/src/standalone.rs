@@ -14,6 +14,7 @@ use std::sync::Arc;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
+use kube_gc_engine::cluster::Cluster;
 use kube_gc_engine::collector::Collector;
 use kube_gc_engine::{
     Event, EventType, Graph, GraphChanges, Ingester, Namespace, ObjectReference, Uid, WorkQueue,
@@ -130,11 +131,8 @@ impl Snapshot {
         for (uid, (owner, ns)) in named {
             let absent = graph.node(uid).is_some_and(|n| n.is_virtual);
             if absent && listed_types.contains(&owner.ty) {
-                let resource = discovered
-                    .mapper
-                    .get(&(owner.ty.api_version().to_owned(), owner.ty.kind().to_owned()));
-                let ns =
-                    if resource.is_some_and(|r| !r.namespaced) { Namespace::CLUSTER } else { ns };
+                let cluster_scoped = cluster.resource_for(owner.ty).is_ok_and(|r| !r.namespaced);
+                let ns = if cluster_scoped { Namespace::CLUSTER } else { ns };
                 collector.absent_owners().add(ObjectReference::from_owner(&owner, ns));
             }
         }

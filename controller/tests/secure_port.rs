@@ -72,13 +72,8 @@ async fn self_signed_port_serves_health_and_refuses_the_rest() {
 #[tokio::test]
 async fn a_given_certificate_is_served_and_verifies() {
     let issued = https::issue().unwrap();
-    let dir = std::env::temp_dir().join(format!("kube-gc-secure-port-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&cert, &issued.cert_pem).unwrap();
-    std::fs::write(&key, &issued.key_pem).unwrap();
-    let cert_flag = format!("--tls-cert-file={}", cert.display());
-    let key_flag = format!("--tls-private-key-file={}", key.display());
+    let (dir, cert_flag, key_flag) =
+        https::tls_files("secure-port", &issued.cert_pem, &issued.key_pem).unwrap();
     let (port, task) =
         serve(&[&cert_flag, &key_flag, "--authorization-always-allow-paths=/healthz,/metrics"])
             .await;
@@ -92,20 +87,12 @@ async fn a_given_certificate_is_served_and_verifies() {
 
 #[tokio::test]
 async fn bad_certificate_files_are_refused_at_start_with_the_file_named() {
-    let dir = std::env::temp_dir().join(format!("kube-gc-bad-cert-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&cert, "not a certificate").unwrap();
-    std::fs::write(&key, "not a key").unwrap();
-    let flags = kube_gc::Flags::parse_from([
-        "kube-gc".to_owned(),
-        "--secure-port=1".to_owned(),
-        format!("--tls-cert-file={}", cert.display()),
-        format!("--tls-private-key-file={}", key.display()),
-    ]);
+    let (dir, cert_flag, key_flag) =
+        https::tls_files("bad-cert", "not a certificate", "not a key").unwrap();
+    let flags = kube_gc::Flags::parse_from(["kube-gc", "--secure-port=1", &cert_flag, &key_flag]);
     let err = kube_gc::serving::start(&flags, unreachable_client(), router()).await.unwrap_err();
     assert!(err.to_string().contains("tls.crt"), "{err}");
-    std::fs::write(&cert, https::issue().unwrap().cert_pem).unwrap();
+    std::fs::write(dir.join("tls.crt"), https::issue().unwrap().cert_pem).unwrap();
     let err = kube_gc::serving::start(&flags, unreachable_client(), router()).await.unwrap_err();
     assert!(err.to_string().contains("tls.key"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -113,18 +100,15 @@ async fn bad_certificate_files_are_refused_at_start_with_the_file_named() {
 
 #[tokio::test]
 async fn a_secure_port_that_cannot_start_stops_the_rest_of_the_controller() {
-    let dir = std::env::temp_dir().join(format!("kube-gc-bad-start-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&cert, "not a certificate").unwrap();
-    std::fs::write(&key, "not a key").unwrap();
+    let (dir, cert_flag, key_flag) =
+        https::tls_files("bad-start", "not a certificate", "not a key").unwrap();
     let debug = free_port();
     let flags = kube_gc::Flags::parse_from([
         "kube-gc".to_owned(),
         format!("--debug-addr=127.0.0.1:{debug}"),
         format!("--secure-port={}", free_port()),
-        format!("--tls-cert-file={}", cert.display()),
-        format!("--tls-private-key-file={}", key.display()),
+        cert_flag,
+        key_flag,
         "--leader-elect=false".to_owned(),
     ]);
     let err = kube_gc::Controller::start(flags, unreachable_client()).await.unwrap_err();

@@ -41,6 +41,22 @@ pub fn issue() -> anyhow::Result<Issued> {
     Ok(Issued { ca: ca.der().clone(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
 }
 
+/// `cert` and `key` (PEM) written as `tls.crt` and `tls.key` in a directory of their own (the
+/// caller removes it): the directory and the kube-gc flags naming the two files.
+pub fn tls_files(
+    tag: &str,
+    cert: &str,
+    key: &str,
+) -> anyhow::Result<(std::path::PathBuf, String, String)> {
+    let dir = std::env::temp_dir().join(format!("kube-gc-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("tls.crt"), cert)?;
+    std::fs::write(dir.join("tls.key"), key)?;
+    let cert_flag = format!("--tls-cert-file={}", dir.join("tls.crt").display());
+    let key_flag = format!("--tls-private-key-file={}", dir.join("tls.key").display());
+    Ok((dir, cert_flag, key_flag))
+}
+
 /// GETs `path` from `https://127.0.0.1:port`, with `token` as a bearer token if given; the
 /// status and the body.
 pub async fn https_get(

@@ -96,17 +96,16 @@ async fn check(cx: &mut Ctx<'_>, ns: &str) -> anyhow::Result<()> {
     let nobody = token(&cx.client, ns, "nobody").await?;
     // kube-gc with a certificate the test issued, so the client verifies it.
     let issued = super::https::issue()?;
-    let dir = std::env::temp_dir().join(format!("kube-gc-e2e-tls-{}", cx.suffix));
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("tls.crt"), &issued.cert_pem)?;
-    std::fs::write(dir.join("tls.key"), &issued.key_pem)?;
+    let tag = format!("e2e-tls-{}", cx.suffix);
+    let (dir, cert_flag, key_flag) =
+        super::https::tls_files(&tag, &issued.cert_pem, &issued.key_pem)?;
     let port = free_port();
     cx.collector.stop()?;
     cx.collector.start(&[
         &format!("--secure-port={port}"),
         "--bind-address=127.0.0.1",
-        &format!("--tls-cert-file={}", dir.join("tls.crt").display()),
-        &format!("--tls-private-key-file={}", dir.join("tls.key").display()),
+        &cert_flag,
+        &key_flag,
     ])?;
     let trust = Trust::Ca(issued.ca);
 
