@@ -14,16 +14,17 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch as KubePatch, PatchParams,
-    PostParams, Preconditions, PropagationPolicy as KubePropagation,
+    Api, ApiResource, DeleteParams, ListParams, Patch as KubePatch, PatchParams, PostParams,
+    Preconditions, PropagationPolicy as KubePropagation,
 };
 use kube_gc_engine::cluster::{
     Cluster, ClusterError, DeleteOptions, ListPage, ListedObject, Patch, PatchType,
     PropagationPolicy, Resource, WarningEvent,
 };
-use kube_gc_engine::{ObjectMeta, ObjectType, OwnerReference};
+use kube_gc_engine::{ObjectMeta, ObjectType};
 
 use crate::events::EventRecorder;
+use crate::lean_meta::LeanObject;
 
 /// Counts of API calls by verb, for `/metrics` and the benchmarks.
 #[derive(Debug, Default)]
@@ -136,7 +137,8 @@ impl KubeCluster {
         *self.mapper.write().expect("mapper lock") = mapper;
     }
 
-    fn api(&self, resource: &Resource, namespace: &str) -> Api<DynamicObject> {
+    /// The resource's metadata-only API (`lean_meta.rs` decodes the answers).
+    fn api(&self, resource: &Resource, namespace: &str) -> Api<LeanObject> {
         let ar = api_resource(resource);
         if resource.namespaced && !namespace.is_empty() {
             Api::namespaced_with(self.client.clone(), namespace, &ar)
@@ -175,31 +177,6 @@ pub fn classify_error(e: kube::Error) -> ClusterError {
     }
 }
 
-/// Converts API metadata to the engine's.
-pub fn object_meta(m: &meta::ObjectMeta) -> ObjectMeta {
-    ObjectMeta {
-        uid: m.uid.clone().unwrap_or_default(),
-        name: m.name.clone().unwrap_or_default(),
-        namespace: m.namespace.clone().unwrap_or_default(),
-        resource_version: m.resource_version.clone().unwrap_or_default(),
-        owner_references: m
-            .owner_references
-            .iter()
-            .flatten()
-            .map(|r| OwnerReference {
-                api_version: r.api_version.clone(),
-                kind: r.kind.clone(),
-                name: r.name.clone(),
-                uid: r.uid.clone(),
-                controller: r.controller,
-                block_owner_deletion: r.block_owner_deletion,
-            })
-            .collect(),
-        finalizers: m.finalizers.clone().unwrap_or_default(),
-        deletion_timestamp: m.deletion_timestamp.is_some(),
-    }
-}
-
 impl Cluster for KubeCluster {
     fn resource_for(&self, ty: ObjectType) -> Result<Resource, ClusterError> {
         let key = (ty.api_version().to_owned(), ty.kind().to_owned());
@@ -219,8 +196,8 @@ impl Cluster for KubeCluster {
     ) -> Result<ObjectMeta, ClusterError> {
         self.wait_for_budget("GET").await;
         self.calls.get.fetch_add(1, Ordering::Relaxed);
-        let got = self.api(resource, namespace).get_metadata(name).await.map_err(classify_error)?;
-        Ok(object_meta(&got.metadata))
+        let got = self.api(resource, namespace).get(name).await.map_err(classify_error)?;
+        Ok(got.into_meta())
     }
 
     async fn list_page(
@@ -236,17 +213,16 @@ impl Cluster for KubeCluster {
         if let Some(token) = continue_token {
             params = params.continue_token(token);
         }
-        let list = Api::<DynamicObject>::all_with(self.client.clone(), &api_resource(resource))
-            .list_metadata(&params)
+        let list = Api::<LeanObject>::all_with(self.client.clone(), &api_resource(resource))
+            .list(&params)
             .await
             .map_err(classify_error)?;
         let items = list
             .items
             .into_iter()
-            .map(|o| ListedObject {
-                namespace: o.metadata.namespace.unwrap_or_default(),
-                name: o.metadata.name.unwrap_or_default(),
-                uid: o.metadata.uid.unwrap_or_default(),
+            .map(|o| {
+                let (namespace, name, uid) = o.into_identity();
+                ListedObject { namespace, name, uid }
             })
             .collect();
         Ok(ListPage {
@@ -276,10 +252,10 @@ impl Cluster for KubeCluster {
         };
         let got = self
             .api(resource, namespace)
-            .patch_metadata(name, &PatchParams::default(), &p)
+            .patch(name, &PatchParams::default(), &p)
             .await
             .map_err(classify_error)?;
-        Ok(object_meta(&got.metadata))
+        Ok(got.into_meta())
     }
 
     async fn delete(

@@ -4,7 +4,8 @@
 //! The data path, file by file (one watch event crosses these, and the engine's five):
 //!
 //! ```text
-//! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource: list + watch)
+//! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource: list + watch,
+//!      │                 decoded by lean_meta.rs to what the engine keeps)
 //!      │                 │ WatchBatch (notifications)
 //!      │                 ▼
 //!      │           batcher.rs (coalesces all watchers' chunks and wakes for virtual deletes)
@@ -36,6 +37,7 @@ pub mod inspect;
 pub mod kube_cluster;
 pub mod kubeconfig;
 pub mod leader;
+pub mod lean_meta;
 pub mod logging;
 pub mod metrics;
 pub mod plugin;

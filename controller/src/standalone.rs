@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, ListParams};
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::Cluster;
 use kube_gc_engine::collector::Collector;
@@ -21,7 +21,8 @@ use kube_gc_engine::{
 };
 
 use crate::discovery::{self, Discovered};
-use crate::kube_cluster::{KubeCluster, api_resource, object_meta};
+use crate::kube_cluster::{KubeCluster, api_resource};
+use crate::lean_meta::LeanObject;
 
 /// Objects per list page.
 const PAGE: u32 = 500;
@@ -87,14 +88,14 @@ impl Snapshot {
         let mut listed = 0u64;
         for (key, resource) in &discovered.deletable {
             let ar = api_resource(resource);
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let api: Api<LeanObject> = Api::all_with(client.clone(), &ar);
             let mut params = ListParams::default().limit(PAGE);
             let outcome: anyhow::Result<()> = async {
                 loop {
-                    let page = api.list_metadata(&params).await?;
+                    let page = api.list(&params).await?;
                     let mut events = Vec::with_capacity(page.items.len());
-                    for item in &page.items {
-                        let meta = object_meta(&item.metadata);
+                    for item in page.items {
+                        let meta = item.into_meta();
                         if let Some(uid) = Uid::lookup(&meta.uid) {
                             objects.insert(
                                 (key.clone(), meta.namespace.clone(), meta.name.clone()),

@@ -4,8 +4,9 @@
 //!
 //! Upstream: `graph_builder.go` (`controllerFor`, the informers); GC-SPEC.md §2.1.
 //!
-//! Each watcher is kube-rs's [`watcher`] over `Api<PartialObjectMeta<DynamicObject>>`, so only
-//! `PartialObjectMetadata` travels. Its events become [`Notification`]s, sent in chunks
+//! Each watcher is kube-rs's [`watcher`] over `Api<LeanObject>`, so only `PartialObjectMetadata`
+//! travels, and only what the engine keeps of it is decoded (`lean_meta.rs`). Its events become
+//! [`Notification`]s, sent in chunks
 //! ([`WatchBatch`]): the initial list's pages arrive together and are chunked as they come, so
 //! each page is (about) one batch.
 //!
@@ -18,8 +19,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
-use kube::core::PartialObjectMeta;
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatchEvent, watcher};
 use kube_gc_engine::cluster::Resource;
@@ -27,15 +27,15 @@ use kube_gc_engine::{Notification, WatchBatch, WatchSource};
 use tokio::sync::mpsc;
 
 use crate::batcher::WatcherMsg;
-use crate::kube_cluster::object_meta;
+use crate::lean_meta::LeanObject;
 
-fn notification(e: WatchEvent<PartialObjectMeta<DynamicObject>>) -> Notification {
+fn notification(e: WatchEvent<LeanObject>) -> Notification {
     match e {
         WatchEvent::Init => Notification::ListStarted,
         WatchEvent::InitDone => Notification::ListDone,
-        WatchEvent::InitApply(o) => Notification::Listed(object_meta(&o.metadata)),
-        WatchEvent::Apply(o) => Notification::Applied(object_meta(&o.metadata)),
-        WatchEvent::Delete(o) => Notification::Deleted(object_meta(&o.metadata)),
+        WatchEvent::InitApply(o) => Notification::Listed(o.into_meta()),
+        WatchEvent::Apply(o) => Notification::Applied(o.into_meta()),
+        WatchEvent::Delete(o) => Notification::Deleted(o.into_meta()),
     }
 }
 
@@ -77,7 +77,7 @@ pub async fn run_watcher(
     let key = source.resource.clone();
     let ar = crate::kube_cluster::api_resource(&resource);
     // Metadata-only: lists and watches ask for PartialObjectMetadata.
-    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &ar);
+    let api: Api<LeanObject> = Api::all_with(client, &ar);
     let started = std::time::Instant::now();
     let mut listed = false;
     let mut from_cache = list_from_watch_cache;
