@@ -1,5 +1,5 @@
 //! The batcher: coalesces what all watchers sent, and the workers' virtual deletes, into one
-//! batch for the graph builder.
+//! batch, and hands each batch to the graph builder ([`ingest_loop`]).
 //!
 //! Watchers send [`WatcherMsg`]s on one bounded channel (its bound is the backpressure that
 //! keeps a million-object list from piling up in memory ahead of the graph). Workers' virtual
@@ -8,9 +8,14 @@
 //! under load batches are full, idle a single event goes through at once.
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use kube_gc_engine::{GraphChanges, WatchBatch, WatchSource};
+use kube_gc_engine::{GraphBuilder, GraphChanges, WatchBatch, WatchSource};
 use tokio::sync::{Notify, mpsc};
+
+use crate::kube_cluster::KubeCluster;
+use crate::metrics::Metrics;
+use crate::run::SyncState;
 
 /// What a watcher (or the controller, about a watcher) tells the graph builder.
 #[derive(Debug)]
@@ -80,6 +85,72 @@ fn take(work: &mut Work, msg: WatcherMsg) {
     match msg {
         WatcherMsg::Batch(b) => work.batches.push(b),
         WatcherMsg::Stopped(s) => work.stopped.push(s),
+    }
+}
+
+/// Hands each batch to the graph builder, one at a time (it applies the batch and queues what
+/// it found), and marks a watcher run synced once its list is wholly in the graph.
+pub async fn ingest_loop(
+    mut batcher: Batcher,
+    mut builder: GraphBuilder<KubeCluster>,
+    sync: Arc<SyncState>,
+    metrics: Arc<Metrics>,
+    shadow: Option<Arc<crate::shadow::Shadow>>,
+) {
+    while let Some(work) = batcher.next().await {
+        // Shadow mode judges each deletion on the graph the batch leaves (see `shadow.rs`).
+        let deletions: Vec<(String, kube_gc_engine::ObjectMeta)> = match &shadow {
+            None => Vec::new(),
+            Some(_) => work
+                .batches
+                .iter()
+                .flat_map(|b| {
+                    b.notifications.iter().filter_map(|n| match n {
+                        kube_gc_engine::Notification::Deleted(meta) => {
+                            Some((b.source.resource.clone(), meta.clone()))
+                        }
+                        _ => None,
+                    })
+                })
+                .collect(),
+        };
+        let started = Instant::now();
+        let Ok((back, done)) = tokio::task::spawn_blocking(move || {
+            let done = builder.ingest(work.batches);
+            for stopped in &work.stopped {
+                builder.forget(stopped);
+            }
+            (builder, done)
+        })
+        .await
+        else {
+            // A batch half-applied leaves the graph unknown: like upstream's crash on a
+            // graph-builder panic, stop the process and let the restart rebuild the graph
+            // from a fresh list, rather than collect from a graph no longer trusted.
+            tracing::error!(
+                "ingesting a batch panicked; exiting so that a restart rebuilds the graph"
+            );
+            std::process::exit(1);
+        };
+        builder = back;
+        if let Some(shadow) = &shadow {
+            for (resource, meta) in &deletions {
+                shadow.observed_deletion(resource, meta, builder.collector().graph());
+            }
+        }
+        if done.events != 0 {
+            metrics.ingest_batches.inc();
+            metrics.ingest_events.add(done.applied as u64);
+            metrics.ingest_micros.add(started.elapsed().as_micros() as u64);
+            metrics.ingest_rejected.add(done.errors.len() as u64);
+            for e in &done.errors {
+                tracing::warn!(error = %e, "rejected malformed event");
+            }
+            tracing::trace!(events = done.events, "applied batch");
+        }
+        for source in &done.listed {
+            sync.mark(source);
+        }
     }
 }
 

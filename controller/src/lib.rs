@@ -1,18 +1,19 @@
 //! kube-gc, the binary's library: the thin layer that wires [`kube_gc_engine`] to a cluster
 //! through kube-rs.
 //!
-//! The data path, file by file (one watch event crosses these, and the engine's five):
+//! The data path, file by file (one watch event crosses these, and the engine's builder,
+//! ingester, queue and collector; the README's "Layout" lists every file):
 //!
 //! ```text
 //! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource: list + watch,
 //!      │                 decoded by lean_meta.rs to what the engine keeps)
 //!      │                 │ WatchBatch (notifications)
 //!      │                 ▼
-//!      │           batcher.rs (coalesces all watchers' chunks and wakes for virtual deletes)
-//!      │                 │ Work
+//!      │           batcher.rs (coalesces all watchers' chunks and wakes for virtual deletes;
+//!      │                 │        its ingest loop hands each batch to the graph builder)
 //!      │                 ▼
-//!      │           run.rs: ingest loop ──► engine::GraphBuilder::ingest ──► Graph, queues
-//!      ▼                                                                      │
+//!      │           engine::GraphBuilder::ingest ──► Graph, queues
+//!      ▼                                                 │
 //! kube_cluster.rs ◄── engine::Collector ◄── workers.rs (--concurrent-gc-syncs) ◄┘
 //! ```
 //!

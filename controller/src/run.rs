@@ -43,7 +43,7 @@ impl SyncState {
         current.insert(source.resource.clone(), source.generation);
     }
 
-    fn mark(&self, source: &WatchSource) {
+    pub(crate) fn mark(&self, source: &WatchSource) {
         let current = self.current.lock().expect("sync lock");
         if current.get(&source.resource) == Some(&source.generation) {
             self.synced.lock().expect("sync lock").insert(source.resource.clone());
@@ -156,7 +156,7 @@ impl Controller {
             graph_changes.clone(),
         );
         let batcher = Batcher::new(rx, graph_changes, flags.batch_size as usize);
-        let mut tasks = vec![tokio::spawn(ingest_loop(
+        let mut tasks = vec![tokio::spawn(crate::batcher::ingest_loop(
             batcher,
             builder,
             sync.clone(),
@@ -477,71 +477,5 @@ async fn proof_loop(collector: Arc<Collector<KubeCluster>>) {
             }
         }
         tokio::time::sleep(PROOF_TICK).await;
-    }
-}
-
-/// Hands each batch to the graph builder, one at a time (it applies the batch and queues what
-/// it found), and marks a watcher run synced once its list is wholly in the graph.
-async fn ingest_loop(
-    mut batcher: Batcher,
-    mut builder: GraphBuilder<KubeCluster>,
-    sync: Arc<SyncState>,
-    metrics: Arc<Metrics>,
-    shadow: Option<Arc<crate::shadow::Shadow>>,
-) {
-    while let Some(work) = batcher.next().await {
-        // Shadow mode judges each deletion on the graph the batch leaves (see `shadow.rs`).
-        let deletions: Vec<(String, kube_gc_engine::ObjectMeta)> = match &shadow {
-            None => Vec::new(),
-            Some(_) => work
-                .batches
-                .iter()
-                .flat_map(|b| {
-                    b.notifications.iter().filter_map(|n| match n {
-                        kube_gc_engine::Notification::Deleted(meta) => {
-                            Some((b.source.resource.clone(), meta.clone()))
-                        }
-                        _ => None,
-                    })
-                })
-                .collect(),
-        };
-        let started = Instant::now();
-        let Ok((back, done)) = tokio::task::spawn_blocking(move || {
-            let done = builder.ingest(work.batches);
-            for stopped in &work.stopped {
-                builder.forget(stopped);
-            }
-            (builder, done)
-        })
-        .await
-        else {
-            // A batch half-applied leaves the graph unknown: like upstream's crash on a
-            // graph-builder panic, stop the process and let the restart rebuild the graph
-            // from a fresh list, rather than collect from a graph no longer trusted.
-            tracing::error!(
-                "ingesting a batch panicked; exiting so that a restart rebuilds the graph"
-            );
-            std::process::exit(1);
-        };
-        builder = back;
-        if let Some(shadow) = &shadow {
-            for (resource, meta) in &deletions {
-                shadow.observed_deletion(resource, meta, builder.collector().graph());
-            }
-        }
-        if done.events != 0 {
-            metrics.ingest_batches.inc();
-            metrics.ingest_events.add(done.applied as u64);
-            metrics.ingest_micros.add(started.elapsed().as_micros() as u64);
-            metrics.ingest_rejected.add(done.errors.len() as u64);
-            for e in &done.errors {
-                tracing::warn!(error = %e, "rejected malformed event");
-            }
-            tracing::trace!(events = done.events, "applied batch");
-        }
-        for source in &done.listed {
-            sync.mark(source);
-        }
     }
 }

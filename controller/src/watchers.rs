@@ -4,7 +4,7 @@
 //!
 //! Upstream: `graph_builder.go` (`controllerFor`, the informers); GC-SPEC.md §2.1.
 //!
-//! Each watcher is kube-rs's [`watcher`] over `Api<LeanObject>`, so only `PartialObjectMetadata`
+//! Each watcher is kube-rs's [`watcher()`] over `Api<LeanObject>`, so only `PartialObjectMetadata`
 //! travels, and only what the engine keeps of it is decoded (`lean_meta.rs`). Its events become
 //! [`Notification`]s, sent in chunks
 //! ([`WatchBatch`]): the initial list's pages arrive together and are chunked as they come, so
