@@ -399,12 +399,18 @@ impl Graph {
             let shard = self.read_shard(s);
             for n in shard.iter() {
                 for d in n.dependents.iter() {
-                    entries.push((n.uid, d.clone()));
+                    // Read back as the collector reads it (compact entries from the owner's
+                    // identity).
+                    let copy: Vec<_> = d
+                        .refs(n.ty, &n.name)
+                        .map(|(ty, name, blocks)| node::EdgeRef { ty, name: name.into(), blocks })
+                        .collect();
+                    entries.push((n.uid, d.uid, d.namespace, copy));
                 }
             }
         }
-        for (owner, entry) in entries {
-            let Some((ns, refs)) = self.with_node(entry.uid, |d| {
+        for (owner, uid, namespace, copy) in entries {
+            let Some((ns, refs)) = self.with_node(uid, |d| {
                 let refs: Vec<_> = d
                     .owners
                     .iter()
@@ -413,12 +419,11 @@ impl Graph {
                     .collect();
                 (d.namespace, refs)
             }) else {
-                return Err(format!("{owner:?} lists dependent {:?}, not in the graph", entry.uid));
+                return Err(format!("{owner:?} lists dependent {uid:?}, not in the graph"));
             };
-            if ns != entry.namespace || refs.as_slice() != entry.refs.as_slice() {
+            if ns != namespace || refs != copy {
                 return Err(format!(
-                    "{owner:?}'s copy of dependent {:?} is stale: {:?} {:?} vs {ns:?} {refs:?}",
-                    entry.uid, entry.namespace, entry.refs
+                    "{owner:?}'s copy of dependent {uid:?} is stale: {namespace:?} {copy:?} vs {ns:?} {refs:?}"
                 ));
             }
         }

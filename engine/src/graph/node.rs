@@ -37,11 +37,80 @@ impl EdgeRef {
 
 /// One dependent of a node: its UID, its namespace, and every one of its owner references that
 /// names this node's UID (almost always exactly one).
+///
+/// # The compact form
+///
+/// Almost every dependent has exactly one reference to its owner, naming the owner's own
+/// apiVersion, kind and name. Such an entry keeps only whether that reference blocks (`refs`
+/// is `None`): 32 bytes and no allocation, where a copy of the reference took 64 bytes and a
+/// copy of the name. The reference is then read back from the owner node's identity
+/// ([`DependentEntry::refs`] takes it), which is sound only while that identity stays what the
+/// reference named. So every change of a node's type or name goes through [`Node::set_identity`]
+/// or [`Node::set_type`], which first turn the node's compact entries back into explicit copies
+/// of the identity they named ([`Dependents::expand`]). `Graph::check_edge_copies` compares every
+/// entry, read back this way, with the dependent's own references.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) struct DependentEntry {
     pub(crate) uid: Uid,
     pub(crate) namespace: Namespace,
-    pub(crate) refs: SmallVec<[EdgeRef; 1]>,
+    /// Whether the one reference blocks, in the compact form (unused otherwise).
+    blocks: bool,
+    /// The references, unless the entry is compact (see above).
+    refs: Option<Box<SmallVec<[EdgeRef; 1]>>>,
+}
+
+impl DependentEntry {
+    /// The entry of dependent `uid` with `refs` (type, name, blocks) to the owner whose type and
+    /// name are `owner_ty` and `owner_name` now: compact, without allocating, if it can be.
+    pub(crate) fn new<'r, I>(
+        uid: Uid,
+        namespace: Namespace,
+        refs: I,
+        owner_ty: ObjectType,
+        owner_name: &str,
+    ) -> DependentEntry
+    where
+        I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
+        I::IntoIter: Clone,
+    {
+        let refs = refs.into_iter();
+        let mut probe = refs.clone();
+        if let (Some((ty, name, blocks)), None) = (probe.next(), probe.next())
+            && ty == owner_ty
+            && name == owner_name
+        {
+            return DependentEntry { uid, namespace, blocks, refs: None };
+        }
+        let listed = refs.map(|(ty, name, blocks)| EdgeRef { ty, name: name.into(), blocks });
+        DependentEntry { uid, namespace, blocks: false, refs: Some(Box::new(listed.collect())) }
+    }
+
+    /// The references as (type, name, blocks), for the owner whose type and name are
+    /// `owner_ty` and `owner_name` (the node holding this entry: pass its own).
+    pub(crate) fn refs<'a>(
+        &'a self,
+        owner_ty: ObjectType,
+        owner_name: &'a str,
+    ) -> impl Iterator<Item = (ObjectType, &'a str, bool)> + 'a {
+        let compact = self.refs.is_none().then_some((owner_ty, owner_name, self.blocks));
+        let listed = self.refs.iter().flat_map(|v| v.iter()).map(|r| (r.ty, &*r.name, r.blocks));
+        compact.into_iter().chain(listed)
+    }
+
+    /// Whether the entry is in the compact form.
+    #[cfg(test)]
+    pub(crate) fn is_compact(&self) -> bool {
+        self.refs.is_none()
+    }
+
+    /// Turns a compact entry into an explicit copy of what its reference named: the owner's
+    /// type and name as they are now, before they change.
+    fn expand(&mut self, owner_ty: ObjectType, owner_name: &str) {
+        if self.refs.is_none() {
+            let only = EdgeRef { ty: owner_ty, name: owner_name.into(), blocks: self.blocks };
+            self.refs = Some(Box::new(SmallVec::from_elem(only, 1)));
+        }
+    }
 }
 
 /// The number of dependents kept in a plain vector before switching to a hash table. Linear
@@ -148,6 +217,20 @@ impl Dependents {
         Some(removed)
     }
 
+    /// Expands every compact entry (see [`DependentEntry`]) with the owner's type and name as
+    /// they are now, before they change.
+    pub(crate) fn expand(&mut self, owner_ty: ObjectType, owner_name: &str) {
+        match self.0.as_deref_mut() {
+            None => {}
+            Some(DependentsSet::Small(v)) => {
+                v.iter_mut().for_each(|e| e.expand(owner_ty, owner_name))
+            }
+            Some(DependentsSet::Large(t)) => {
+                t.iter_mut().for_each(|e| e.expand(owner_ty, owner_name))
+            }
+        }
+    }
+
     pub(crate) fn iter(&self) -> DependentsIter<'_> {
         match self.0.as_deref() {
             None => DependentsIter::Slice([].iter()),
@@ -249,10 +332,46 @@ impl Node {
             && *self.name == *other.name
     }
 
+    /// Replaces the node's identity. Compact dependent entries named the old type and name,
+    /// so they are expanded first (see [`DependentEntry`]).
     pub(crate) fn set_identity(&mut self, identity: ObjectReference) {
+        if self.ty != identity.ty || *self.name != *identity.name {
+            self.dependents.expand(self.ty, &self.name);
+        }
         self.ty = identity.ty;
         self.namespace = identity.namespace;
         self.name = identity.name.into_boxed_str();
+    }
+
+    /// Replaces the node's type (upstream #137036), expanding compact entries first.
+    pub(crate) fn set_type(&mut self, ty: ObjectType) {
+        if self.ty != ty {
+            self.dependents.expand(self.ty, &self.name);
+            self.ty = ty;
+        }
+    }
+
+    /// Adds (or replaces) the entry of dependent `uid`, which has `refs` (type, name, blocks)
+    /// to this node.
+    pub(crate) fn insert_dependent<'r, I>(&mut self, uid: Uid, namespace: Namespace, refs: I)
+    where
+        I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
+        I::IntoIter: Clone,
+    {
+        let entry = DependentEntry::new(uid, namespace, refs, self.ty, &self.name);
+        self.dependents.insert(entry);
+    }
+
+    /// Replaces the references of dependent `uid`'s entry, if it has one.
+    pub(crate) fn update_dependent_refs<'r, I>(&mut self, uid: Uid, refs: I)
+    where
+        I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
+        I::IntoIter: Clone,
+    {
+        let (ty, name) = (self.ty, &*self.name);
+        if let Some(entry) = self.dependents.get_mut(uid) {
+            *entry = DependentEntry::new(uid, entry.namespace, refs, ty, name);
+        }
     }
 
     pub(crate) fn is_virtual(&self) -> bool {
@@ -299,8 +418,8 @@ impl Node {
     pub(crate) fn blocking_dependents(&self) -> Vec<Uid> {
         let mut out = Vec::new();
         for d in self.dependents.iter() {
-            for r in &d.refs {
-                if r.blocks {
+            for (_, _, blocks) in d.refs(self.ty, &self.name) {
+                if blocks {
                     out.push(d.uid);
                 }
             }
@@ -314,14 +433,14 @@ mod tests {
     use super::*;
 
     fn entry(i: u128) -> DependentEntry {
-        DependentEntry {
-            uid: Uid::from_u128(i),
-            namespace: Namespace::CLUSTER,
-            refs: SmallVec::from_elem(
-                EdgeRef { ty: ObjectType::default(), name: "o".into(), blocks: i % 2 == 0 },
-                1,
-            ),
-        }
+        let only = (ObjectType::default(), "o", i % 2 == 0);
+        DependentEntry::new(
+            Uid::from_u128(i),
+            Namespace::CLUSTER,
+            [only],
+            ObjectType::default(),
+            "o",
+        )
     }
 
     #[test]
@@ -362,6 +481,52 @@ mod observed_state_tests {
             name: "p".into(),
             uid: Uid::parse("00000000-0000-4000-8000-000000000001"),
         })
+    }
+
+    fn reference(name: &str, blocks: bool) -> [(ObjectType, &str, bool); 1] {
+        [(ObjectType::new("v1", "Pod"), name, blocks)]
+    }
+
+    fn read_back(n: &Node, uid: Uid) -> Vec<(ObjectType, String, bool)> {
+        let entry = n.dependents.iter().find(|d| d.uid == uid).expect("entry");
+        entry.refs(n.ty, &n.name).map(|(ty, name, b)| (ty, name.to_owned(), b)).collect()
+    }
+
+    #[test]
+    fn a_compact_entry_keeps_naming_what_it_named_when_the_owner_identity_changes() {
+        let dep = Uid::from_u128(7);
+        let pod = ObjectType::new("v1", "Pod");
+        let mut n = node();
+        n.insert_dependent(dep, Namespace::new("ns"), reference("p", true));
+        assert!(n.dependents.iter().all(DependentEntry::is_compact), "names the owner: compact");
+        let other = n.dependents.iter().next().unwrap().clone();
+        n.insert_dependent(Uid::from_u128(8), Namespace::new("ns"), reference("q", false));
+        assert_eq!(read_back(&n, Uid::from_u128(8)), vec![(pod, "q".to_owned(), false)]);
+        // The owner turns out to be named otherwise: the entry still names "p".
+        n.set_identity(ObjectReference { name: "renamed".into(), ..n.identity() });
+        assert_eq!(read_back(&n, dep), vec![(pod, "p".to_owned(), true)]);
+        assert_ne!(n.dependents.iter().find(|d| d.uid == dep), Some(&other), "expanded");
+        // And a type change (#137036) likewise.
+        let mut n = node();
+        n.insert_dependent(dep, Namespace::new("ns"), reference("p", false));
+        n.set_type(ObjectType::new("v1", "ConfigMap"));
+        assert_eq!(read_back(&n, dep), vec![(pod, "p".to_owned(), false)]);
+        // Updating the references re-compacts against the identity as it is now.
+        n.update_dependent_refs(dep, [(ObjectType::new("v1", "ConfigMap"), "p", true)]);
+        assert!(n.dependents.iter().all(DependentEntry::is_compact));
+        assert_eq!(
+            read_back(&n, dep),
+            vec![(ObjectType::new("v1", "ConfigMap"), "p".to_owned(), true)]
+        );
+    }
+
+    #[test]
+    fn a_dependent_entry_should_stay_within_32_bytes() {
+        assert!(
+            std::mem::size_of::<DependentEntry>() <= 32,
+            "{}",
+            std::mem::size_of::<DependentEntry>()
+        );
     }
 
     #[test]

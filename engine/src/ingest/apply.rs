@@ -15,7 +15,7 @@ use super::event::EventType;
 use super::output::Enqueue;
 use super::prepare::Prepared;
 use super::rules::{self, DepRefs, RefView, Transition};
-use crate::graph::node::{DependentEntry, Node, flags};
+use crate::graph::node::{Node, flags};
 use crate::graph::{NodeKey, Shard};
 use crate::identity::{ObjectReference, Uid};
 
@@ -105,7 +105,7 @@ fn dep_refs(n: &Node) -> Vec<DepRefs<'_>> {
         .map(|d| DepRefs {
             uid: d.uid,
             namespace: d.namespace,
-            refs: d.refs.iter().map(|r| (r.ty, &*r.name)).collect(),
+            refs: d.refs(n.ty, &n.name).map(|(ty, name, _)| (ty, name)).collect(),
         })
         .collect()
 }
@@ -178,8 +178,8 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 shard.insert(node);
             }
             Some(n) => {
-                if !ev.is_virtual && n.ty != ev.ty {
-                    n.ty = ev.ty; // #137036
+                if !ev.is_virtual {
+                    n.set_type(ev.ty); // #137036
                 }
                 // Exactly the event's list whenever it differs, repeated UIDs included (an
                 // empty references diff does not mean an unchanged list; see diff.rs).
@@ -272,8 +272,7 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
     match op.kind {
         EdgeKind::Add { ref_index, dep_namespace, post_sub } => {
             let r = ev.owners[ref_index as usize];
-            let entry =
-                DependentEntry { uid: ev.uid, namespace: dep_namespace, refs: ev.edge_refs(r.uid) };
+            let refs = ev.edge_refs(r.uid);
             match shard.get_mut(r.uid) {
                 None => {
                     let mut owner = Node::new_virtual(ObjectReference {
@@ -282,12 +281,12 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
                         name: r.name.to_owned(),
                         uid: r.uid,
                     });
-                    owner.dependents.insert(entry);
+                    owner.insert_dependent(ev.uid, dep_namespace, refs);
                     em.emit(OutKind::Enqueue(Enqueue::VerifyVirtual(key(&owner))));
                     shard.insert(owner);
                 }
                 Some(owner) => {
-                    owner.dependents.insert(entry);
+                    owner.insert_dependent(ev.uid, dep_namespace, refs);
                     let observed = owner.flags & flags::VIRTUAL == 0;
                     let flag = if !owner.namespace.is_cluster() && owner.namespace != dep_namespace
                     {
@@ -323,10 +322,8 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
             }
         }
         EdgeKind::UpdateRefs => {
-            if let Some(owner) = shard.get_mut(op.owner)
-                && let Some(entry) = owner.dependents.get_mut(ev.uid)
-            {
-                entry.refs = ev.edge_refs(op.owner);
+            if let Some(owner) = shard.get_mut(op.owner) {
+                owner.update_dependent_refs(ev.uid, ev.edge_refs(op.owner));
             }
         }
         EdgeKind::EnqueueIfPresent => {

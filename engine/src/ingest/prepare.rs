@@ -100,16 +100,12 @@ impl<'a> Prepared<'a> {
             && *node.name == *self.name
     }
 
-    /// The object's references to `owner`, as the owner's side of the edge keeps them.
-    pub(crate) fn edge_refs(&self, owner: Uid) -> SmallVec<[crate::graph::node::EdgeRef; 1]> {
-        self.owners
-            .iter()
-            .filter(|r| r.uid == owner)
-            .map(|r| crate::graph::node::EdgeRef {
-                ty: r.ty,
-                name: r.name.into(),
-                blocks: r.blocks(),
-            })
-            .collect()
+    /// The object's references to `owner` as (type, name, blocks): what the owner's side of
+    /// the edge keeps (see `graph::node::DependentEntry`).
+    pub(crate) fn edge_refs(
+        &self,
+        owner: Uid,
+    ) -> impl Iterator<Item = (ObjectType, &'a str, bool)> + Clone + '_ {
+        self.owners.iter().filter(move |r| r.uid == owner).map(|r| (r.ty, r.name, r.blocks()))
     }
 }
