@@ -276,8 +276,11 @@ pub(crate) struct Node {
     /// Set when the node is created; replaced only when a virtual node is re-identified
     /// (promotion to observed with other coordinates, or an alternate identity), which also
     /// bumps `incarnation`; the apiVersion/kind also follow the informer's (#137036).
+    /// Written only by [`Node::set_identity`] and [`Node::set_type`]: compact dependent
+    /// entries read it back (see [`DependentEntry`]).
     pub(crate) ty: ObjectType,
     pub(crate) namespace: Namespace,
+    /// Written only by [`Node::set_identity`], as `ty`.
     pub(crate) name: Box<str>,
     pub(crate) uid: Uid,
     /// Distinguishes the node from earlier versions of itself that upstream would have cloned
