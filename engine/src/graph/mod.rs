@@ -292,7 +292,9 @@ impl Graph {
         // under one read lock and the rest under another, so the copy can be torn.
         #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
         if crate::loom_support::defect_active(crate::loom_support::Defect::ShardTornRead) {
-            let owners = self.with_node(uid, |n| n.owners.to_vec())?;
+            let owners = self.with_node(uid, |n| {
+                n.owners.iter().map(node::NodeOwnerRef::to_owner_ref).collect()
+            })?;
             return self.with_node(uid, |n| NodeView {
                 identity: n.identity(),
                 incarnation: n.incarnation,
@@ -311,7 +313,7 @@ impl Graph {
             is_virtual: n.is_virtual(),
             being_deleted: n.is_being_deleted(),
             deleting_dependents: n.is_deleting_dependents(),
-            owners: n.owners.to_vec(),
+            owners: n.owners.iter().map(node::NodeOwnerRef::to_owner_ref).collect(),
             dependents_len: n.dependents.len(),
             resource_version: n.resource_version(),
             has_gc_finalizers: n.has_gc_finalizers(),
@@ -367,7 +369,7 @@ impl Graph {
                     is_virtual: n.is_virtual(),
                     being_deleted: n.is_being_deleted(),
                     deleting_dependents: n.is_deleting_dependents(),
-                    owners: n.owners.to_vec(),
+                    owners: n.owners.iter().map(node::NodeOwnerRef::to_owner_ref).collect(),
                     dependents_len: n.dependents.len(),
                     resource_version: n.resource_version(),
                     has_gc_finalizers: n.has_gc_finalizers(),

@@ -173,7 +173,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                         node.mark_deleting_dependents();
                     }
                 }
-                node.owners = ev.owners.iter().map(|r| r.to_owner_ref()).collect();
+                node.owners = ev.owners.iter().map(|r| r.to_node_owner_ref()).collect();
                 node.set_observed_version(ev.resource_version, ev.state.has_gc_finalizers());
                 shard.insert(node);
             }
@@ -183,9 +183,9 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 }
                 // Exactly the event's list whenever it differs, repeated UIDs included (an
                 // empty references diff does not mean an unchanged list; see diff.rs).
-                let changed = !n.owners.iter().map(RefView::of).eq(ev.owners.iter().copied());
+                let changed = !n.owners.iter().map(RefView::of_node).eq(ev.owners.iter().copied());
                 if changed {
-                    n.owners = ev.owners.iter().map(|r| r.to_owner_ref()).collect();
+                    n.owners = ev.owners.iter().map(|r| r.to_node_owner_ref()).collect();
                 }
                 if ev.state.deletion_timestamp {
                     n.mark_being_deleted();

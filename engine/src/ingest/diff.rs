@@ -87,7 +87,7 @@ fn known_from_graph<'x>(shard: &'x Shard, uid: Uid) -> Known<'x> {
             ty: n.ty,
             namespace: n.namespace,
             name: &n.name,
-            owners: n.owners.iter().map(RefView::of).collect(),
+            owners: n.owners.iter().map(RefView::of_node).collect(),
         },
     }
 }

@@ -293,7 +293,7 @@ impl Ingester {
                         d.owners
                             .iter()
                             .find(|o| o.uid == owner)
-                            .map(|r| invalid_namespace_warning(&d.identity(), r))
+                            .map(|r| invalid_namespace_warning(&d.identity(), &r.to_owner_ref()))
                     });
                     if let Some(Some(w)) = warning {
                         out.warnings.push(w);

@@ -6,6 +6,7 @@
 
 use std::cmp::Ordering;
 
+use crate::graph::node::NodeOwnerRef;
 use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 
@@ -20,6 +21,16 @@ pub(crate) struct RefView<'a> {
 }
 
 impl<'a> RefView<'a> {
+    pub(crate) fn of_node(r: &'a NodeOwnerRef) -> RefView<'a> {
+        RefView {
+            ty: r.ty,
+            name: &r.name,
+            uid: r.uid,
+            controller: r.controller,
+            block_owner_deletion: r.block_owner_deletion,
+        }
+    }
+
     pub(crate) fn of(r: &'a OwnerRef) -> RefView<'a> {
         RefView {
             ty: r.ty,
@@ -34,6 +45,16 @@ impl<'a> RefView<'a> {
         OwnerRef {
             ty: self.ty,
             name: self.name.to_owned(),
+            uid: self.uid,
+            controller: self.controller,
+            block_owner_deletion: self.block_owner_deletion,
+        }
+    }
+
+    pub(crate) fn to_node_owner_ref(self) -> NodeOwnerRef {
+        NodeOwnerRef {
+            ty: self.ty,
+            name: self.name.into(),
             uid: self.uid,
             controller: self.controller,
             block_owner_deletion: self.block_owner_deletion,
