@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use kube_gc_simcluster::faults::parse_rate;
-use kube_gc_simcluster::preload::{Preload, Shape, preload};
+use kube_gc_simcluster::preload::{Metadata, Preload, Shape, preload};
 use kube_gc_simcluster::{Config, Faults, ResourceDef, SimCluster, Store, StoreConfig, resources};
 
 // As kube-gc's binary, so that memory figures of runs against it compare.
@@ -53,6 +53,11 @@ struct Args {
     /// Shape of the preloaded objects.
     #[arg(long, default_value = "deploy-rs-pods")]
     shape: String,
+    /// What the preloaded objects' metadata carries besides the collector's fields: `minimal`
+    /// (WORKLOAD.md's), or `kube-apiserver` (also a label and a managedFields entry, as a real
+    /// server adds; about 900 bytes more per object).
+    #[arg(long, default_value = "minimal")]
+    preload_metadata: String,
     /// WORKLOAD.md's seed for --preload.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -140,6 +145,7 @@ fn main() -> anyhow::Result<()> {
             let started = Instant::now();
             let p = Preload {
                 shape: args.shape.parse::<Shape>()?,
+                metadata: args.preload_metadata.parse::<Metadata>()?,
                 seed: args.seed,
                 namespaces: args.namespaces,
                 ..Preload::new(args.preload)

@@ -37,6 +37,35 @@ impl FromStr for Shape {
     }
 }
 
+/// What each preloaded object's metadata carries besides what the collector reads
+/// (`--preload-metadata`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Metadata {
+    /// Only what WORKLOAD.md specifies: name, namespace, uid, resourceVersion, generation,
+    /// creationTimestamp, ownerReferences (its golden rows are checked in this form).
+    #[default]
+    Minimal,
+    /// Also what kube-apiserver adds to an object a client created: a label and a
+    /// `managedFields` entry shaped as the one v1.20.2 writes for the real-server benchmark's
+    /// Pods (about 900 bytes more per object), so the HTTP benchmarks decode what a real
+    /// cluster sends.
+    KubeApiserver,
+}
+
+impl FromStr for Metadata {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Metadata> {
+        match s {
+            "minimal" => Ok(Metadata::Minimal),
+            "kube-apiserver" => Ok(Metadata::KubeApiserver),
+            other => Err(Error::BadRequest(format!(
+                "unknown preload metadata {other:?} (known: minimal, kube-apiserver)"
+            ))),
+        }
+    }
+}
+
 /// What to preload.
 #[derive(Clone, Debug)]
 pub struct Preload {
@@ -50,6 +79,8 @@ pub struct Preload {
     pub namespaces: usize,
     /// `creationTimestamp` of every object.
     pub creation_timestamp: String,
+    /// What the metadata carries besides the collector's fields.
+    pub metadata: Metadata,
 }
 
 impl Preload {
@@ -61,6 +92,7 @@ impl Preload {
             seed: 1,
             namespaces: 1000,
             creation_timestamp: crate::time::now_rfc3339(),
+            metadata: Metadata::Minimal,
         }
     }
 }
@@ -93,12 +125,14 @@ struct Out {
     rv: u64,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn object(
     ns: &str,
     name: &str,
     uid: &str,
     rv: u64,
     created: &str,
+    metadata: Metadata,
     owner: Option<Owner<'_>>,
 ) -> Out {
     let mut s = String::with_capacity(320);
@@ -106,11 +140,26 @@ fn object(
         s,
         r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","uid":"{uid}","resourceVersion":"{rv}","generation":1,"creationTimestamp":"{created}""#
     );
-    if let Some(o) = owner {
+    if metadata == Metadata::KubeApiserver {
+        s.push_str(r#","labels":{"kube-gc-bench/family":"true"}"#);
+    }
+    if let Some(o) = &owner {
         let _ = write!(
             s,
             r#","ownerReferences":[{{"apiVersion":"{}","kind":"{}","name":"{}","uid":"{}","controller":true,"blockOwnerDeletion":true}}]"#,
             o.api_version, o.kind, o.name, o.uid
+        );
+    }
+    if metadata == Metadata::KubeApiserver {
+        let owned = owner.as_ref().map_or(String::new(), |o| {
+            format!(
+                r#","f:ownerReferences":{{".":{{}},"k:{{\"uid\":\"{}\"}}":{{".":{{}},"f:apiVersion":{{}},"f:blockOwnerDeletion":{{}},"f:controller":{{}},"f:kind":{{}},"f:name":{{}},"f:uid":{{}}}}}}"#,
+                o.uid
+            )
+        });
+        let _ = write!(
+            s,
+            r#","managedFields":[{{"manager":"kubectl-create","operation":"Update","apiVersion":"v1","time":"{created}","fieldsType":"FieldsV1","fieldsV1":{{"f:metadata":{{"f:labels":{{".":{{}},"f:kube-gc-bench/family":{{}}}}{owned}}},"f:spec":{{"f:containers":{{"k:{{\"name\":\"app\"}}":{{".":{{}},"f:image":{{}},"f:imagePullPolicy":{{}},"f:name":{{}},"f:resources":{{}},"f:terminationMessagePath":{{}},"f:terminationMessagePolicy":{{}}}}}},"f:dnsPolicy":{{}},"f:enableServiceLinks":{{}},"f:restartPolicy":{{}},"f:schedulerName":{{}},"f:securityContext":{{}},"f:terminationGracePeriodSeconds":{{}}}}}}}}]"#
         );
     }
     s.push_str("}}");
@@ -132,6 +181,7 @@ pub fn preload(store: &Store, p: &Preload) -> Result<Preloaded> {
     let mut names = SplitMix64::new(p.seed.wrapping_add(1));
     let base = 1_000_001u64.max(store.resource_version() + 1);
     let created = p.creation_timestamp.as_str();
+    let md = p.metadata;
 
     let mut deployments = Vec::with_capacity(families);
     let mut replicasets = Vec::with_capacity(families);
@@ -150,10 +200,10 @@ pub fn preload(store: &Store, p: &Preload) -> Result<Preloaded> {
         rs_name.push('-');
         names.push_suffix(&mut rs_name, 10);
         let namespace = ns(f);
-        deployments.push(object(namespace, &d_name, uid(0), rv, created, None));
+        deployments.push(object(namespace, &d_name, uid(0), rv, created, md, None));
         let d_owner =
             Owner { api_version: "apps/v1", kind: "Deployment", name: &d_name, uid: uid(0) };
-        replicasets.push(object(namespace, &rs_name, uid(1), rv + 1, created, Some(d_owner)));
+        replicasets.push(object(namespace, &rs_name, uid(1), rv + 1, created, md, Some(d_owner)));
         for p_i in 0..8 {
             let mut pod_name = rs_name.clone();
             pod_name.push('-');
@@ -166,6 +216,7 @@ pub fn preload(store: &Store, p: &Preload) -> Result<Preloaded> {
                 uid(2 + p_i),
                 rv + 2 + p_i as u64,
                 created,
+                md,
                 Some(owner),
             ));
         }
@@ -174,7 +225,7 @@ pub fn preload(store: &Store, p: &Preload) -> Result<Preloaded> {
     for s in 0..configmaps {
         uid_buf.clear();
         uids.push_uid(&mut uid_buf);
-        cms.push(object(ns(s), &format!("cm-{s:08}"), &uid_buf, rv, created, None));
+        cms.push(object(ns(s), &format!("cm-{s:08}"), &uid_buf, rv, created, md, None));
         rv += 1;
     }
     for v in 0..virtual_pods {
@@ -188,7 +239,7 @@ pub fn preload(store: &Store, p: &Preload) -> Result<Preloaded> {
         names.push_suffix(&mut pod_name, 5);
         let owner =
             Owner { api_version: "apps/v1", kind: "ReplicaSet", name: &gone_name, uid: &gone_uid };
-        pods.push(object(ns(v), &pod_name, &uid_buf, rv, created, Some(owner)));
+        pods.push(object(ns(v), &pod_name, &uid_buf, rv, created, md, Some(owner)));
         rv += 1;
     }
     let json_bytes = [&deployments, &replicasets, &pods, &cms]
@@ -228,6 +279,31 @@ mod tests {
     fn get(store: &Store, api_version: &str, plural: &str, ns: &str, name: &str) -> Value {
         let r = store.resolve_api_version(api_version, plural).unwrap();
         serde_json::from_slice(&store.get(&r, Some(ns), name).unwrap()).unwrap()
+    }
+
+    /// With `--preload-metadata kube-apiserver` the objects carry what the real server adds,
+    /// shaped as the decode benchmark's fixture, and the collector's fields are unchanged.
+    #[test]
+    fn kube_apiserver_metadata_adds_a_label_and_managed_fields_only() {
+        let (minimal, full) = (store(), store());
+        preload(&minimal, &Preload::new(1_000)).unwrap();
+        let p = Preload { metadata: Metadata::KubeApiserver, ..Preload::new(1_000) };
+        let out = preload(&full, &p).unwrap();
+        assert!(out.json_bytes > 1_000 * 900, "{} bytes", out.json_bytes);
+        let rs = get(&full, "apps/v1", "replicasets", "ns-0000", "app-00000000-gbt48xsf5p");
+        let pod_name = "app-00000000-gbt48xsf5p-m8rmz";
+        let pod = get(&full, "v1", "pods", "ns-0000", pod_name);
+        let meta = &pod["metadata"];
+        assert_eq!(meta["labels"]["kube-gc-bench/family"], "true");
+        let fields = &meta["managedFields"][0]["fieldsV1"]["f:metadata"]["f:ownerReferences"];
+        let key = format!("k:{{\"uid\":\"{}\"}}", rs["metadata"]["uid"].as_str().unwrap());
+        assert!(fields[&key].is_object(), "the owner's uid keys its managed fields: {fields}");
+        let mut lean = pod.clone();
+        let m = lean["metadata"].as_object_mut().unwrap();
+        m.remove("labels");
+        m.remove("managedFields");
+        assert_eq!(lean, get(&minimal, "v1", "pods", "ns-0000", pod_name));
+        assert!("bogus".parse::<Metadata>().is_err());
     }
 
     /// WORKLOAD.md's golden rows (N = 100000, seed 1, owners-first).
