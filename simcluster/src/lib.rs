@@ -7,7 +7,8 @@
 //! resourceVersion with bookmarks and `410 Expired`, get, create, update, the three patch types,
 //! delete with propagation policies, preconditions and the registry store's finalizer semantics
 //! (GC-SPEC §5.6), deletecollection, and the metadata-only (`PartialObjectMetadata`)
-//! representation. It does not collect garbage: that is kube-gc's job.
+//! representation, as JSON or, for lists and watches, protobuf (kube-gc-wire). It does not
+//! collect garbage: that is kube-gc's job.
 //!
 //! # Where to start
 //!
@@ -57,6 +58,8 @@ use tokio::task::JoinHandle;
 
 pub use error::{Error, Result};
 pub use faults::{FaultCounts, FaultInjector, FaultKind, Faults};
+/// A stored object's (JSON) metadata as the protobuf `PartialObjectMetadata` simcluster serves.
+pub use http::protobuf::partial_object_metadata;
 pub use resources::ResourceDef;
 pub use store::{Store, StoreConfig};
 

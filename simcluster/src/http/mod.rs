@@ -1,5 +1,6 @@
 //! The HTTP face of the [`Store`]: the apiserver's URL layout, discovery, content negotiation
-//! (full objects or `PartialObjectMetadata`), list, watch streams, and the write verbs.
+//! (full objects or `PartialObjectMetadata`, as JSON or, for lists and watches, protobuf), list,
+//! watch streams, and the write verbs.
 //!
 //! Requests are routed by hand from the path's segments (the apiserver's layout is not a
 //! fixed set of patterns: `/api/v1/namespaces/x` is an object, `/api/v1/namespaces/x/pods` a
@@ -24,21 +25,25 @@ use crate::faults::{FaultInjector, FaultKind, RequestClass, WatchFault};
 use crate::patch::PatchType;
 use crate::resources::ResourceDef;
 use crate::store::{
-    Change, DeleteOptions, ListOptions, Resolved, Selector, Store, WatchFrom, parse_stored,
+    Change, ChangeKind, DeleteOptions, ListOptions, Resolved, Selector, Store, WatchFrom,
+    parse_stored,
 };
 use crate::table;
 
 mod discovery;
+pub(crate) mod protobuf;
 mod render;
 mod watch;
 
 use discovery::*;
+use protobuf::Encoding;
 use render::*;
 use watch::*;
 
 /// The `Accept` parameter that asks for the metadata-only representation (kube-rs sends
 /// `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` for get, patch and watch,
-/// `…;as=PartialObjectMetadataList;…` for list).
+/// `…;as=PartialObjectMetadataList;…` for list; client-go's metadata client the same behind
+/// `application/vnd.kubernetes.protobuf`, see [`Encoding::negotiate`]).
 const PARTIAL_METADATA: &str = "as=PartialObjectMetadata";
 
 /// The annotation of the bookmark that ends a watch's initial events (`sendInitialEvents`).
@@ -173,6 +178,8 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains(PARTIAL_METADATA));
+    // Protobuf for metadata lists and watches when asked for first; every other answer is JSON.
+    let encoding = Encoding::negotiate(&parts.headers);
     // kubectl get: `as=Table` (answered for get and list; watches answer objects).
     let table = parts
         .headers
@@ -195,7 +202,10 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
             let watch = watch_path || query_flag(&query, "watch");
             match method {
                 Method::GET if watch => {
-                    watch_response(app, &r, namespace, &query, meta_only, watch_fault)
+                    watch_response(app, &r, namespace, &query, meta_only, encoding, watch_fault)
+                }
+                Method::GET if encoding == Encoding::MetadataProtobuf => {
+                    protobuf::list_response(store, &r, namespace, &query)
                 }
                 Method::GET if table.is_some() => {
                     table_list_response(store, &r, namespace, &query, table)

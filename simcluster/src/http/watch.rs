@@ -1,5 +1,6 @@
 //! Watches: the initial events (`sendInitialEvents`), the stream of changes from a
-//! resourceVersion, bookmarks, `410 Expired`, and the faults a watch may get.
+//! resourceVersion, bookmarks, `410 Expired`, and the faults a watch may get; each event as a
+//! JSON line or a protobuf frame ([`protobuf`]).
 
 use super::*;
 
@@ -9,6 +10,8 @@ pub(super) struct Watch {
     table: usize,
     namespace: Option<String>,
     meta_only: bool,
+    /// JSON lines, or protobuf frames of `PartialObjectMetadata`.
+    encoding: Encoding,
     backlog: std::vec::IntoIter<Arc<Change>>,
     /// Bookmark `k8s.io/initial-events-end` once the backlog is sent (`sendInitialEvents`).
     initial_events_end: bool,
@@ -24,25 +27,38 @@ pub(super) struct Watch {
 }
 
 impl Watch {
-    fn event(&self, kind: &str, object: &[u8]) -> Bytes {
+    fn event(&self, kind: ChangeKind, object: &[u8]) -> Bytes {
+        if self.encoding == Encoding::MetadataProtobuf {
+            return protobuf::watch_event(kind, object).into();
+        }
         let mut out = Vec::with_capacity(object.len() + 96);
         out.extend_from_slice(br#"{"type":""#);
-        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(kind.as_str().as_bytes());
         out.extend_from_slice(br#"","object":"#);
         push_stored(&mut out, &self.def, object, self.meta_only);
         out.extend_from_slice(b"}\n");
         out.into()
     }
 
-    fn bookmark(&self, annotations: Option<Value>) -> Bytes {
+    /// A bookmark at the version seen; `initial_events_end`: the one that ends the initial
+    /// events.
+    fn bookmark(&self, initial_events_end: bool) -> Bytes {
+        if self.encoding == Encoding::MetadataProtobuf {
+            let annotations = if initial_events_end {
+                [(INITIAL_EVENTS_END.to_owned(), "true".to_owned())].into()
+            } else {
+                std::collections::BTreeMap::new()
+            };
+            return protobuf::bookmark(self.seen, annotations).into();
+        }
         let (kind, api_version) = if self.meta_only {
             ("PartialObjectMetadata".to_owned(), "meta.k8s.io/v1".to_owned())
         } else {
             (self.def.kind.clone(), self.def.api_version())
         };
         let mut meta = json!({"resourceVersion": self.seen.to_string()});
-        if let Some(a) = annotations {
-            meta["annotations"] = a;
+        if initial_events_end {
+            meta["annotations"] = json!({INITIAL_EVENTS_END: "true"});
         }
         let event = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}});
         format!("{event}\n").into()
@@ -50,7 +66,11 @@ impl Watch {
 
     fn expired(&mut self, message: String) -> Bytes {
         self.done = true;
-        let event = json!({"type": "ERROR", "object": Error::Expired(message).to_status()});
+        let error = Error::Expired(message);
+        if self.encoding == Encoding::MetadataProtobuf {
+            return protobuf::error_event(&error).into();
+        }
+        let event = json!({"type": "ERROR", "object": error.to_status()});
         format!("{event}\n").into()
     }
 
@@ -71,11 +91,11 @@ impl Watch {
         }
         if let Some(c) = self.backlog.next() {
             self.maybe_delay().await;
-            return Some(self.event(c.kind.as_str(), &c.object));
+            return Some(self.event(c.kind, &c.object));
         }
         if self.initial_events_end {
             self.initial_events_end = false;
-            return Some(self.bookmark(Some(json!({INITIAL_EVENTS_END: "true"}))));
+            return Some(self.bookmark(true));
         }
         let mut live = self.live.take()?;
         let mut bookmarks = self.bookmarks.take();
@@ -93,7 +113,7 @@ impl Watch {
                     Ok(c) => {
                         self.seen = self.seen.max(c.rv);
                         if self.wants(&c) {
-                            let event = self.event(c.kind.as_str(), &c.object);
+                            let event = self.event(c.kind, &c.object);
                             if let Some(d) = self.faults.watch_delay() {
                                 tokio::time::sleep(d).await;
                             }
@@ -106,7 +126,7 @@ impl Watch {
                     }
                     Err(RecvError::Closed) => return None,
                 },
-                () = tick => break Some(self.bookmark(None)),
+                () = tick => break Some(self.bookmark(false)),
                 () = tokio::time::sleep_until(self.deadline) => return None,
             }
         };
@@ -122,6 +142,7 @@ pub(super) fn watch_response(
     namespace: Option<String>,
     query: &HashMap<String, String>,
     meta_only: bool,
+    encoding: Encoding,
     fault: Option<WatchFault>,
 ) -> Result<Response> {
     let flag = |k: &str| query_flag(query, k);
@@ -146,6 +167,7 @@ pub(super) fn watch_response(
         table: r.table,
         namespace: namespace.clone(),
         meta_only,
+        encoding,
         backlog: Vec::new().into_iter(),
         initial_events_end: false,
         live: None,
@@ -219,6 +241,7 @@ pub(super) fn watch_response(
         }
     });
     let mut headers = HeaderMap::new();
-    headers.insert(header::CONTENT_TYPE, "application/json".parse().expect("valid header"));
+    let content_type = protobuf::watch_content_type(encoding);
+    headers.insert(header::CONTENT_TYPE, content_type.parse().expect("valid header"));
     Ok((StatusCode::OK, headers, Body::from_stream(stream)).into_response())
 }
