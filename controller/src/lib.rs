@@ -39,6 +39,7 @@ pub mod kube_cluster;
 pub mod kubeconfig;
 pub mod leader;
 pub mod lean_meta;
+mod list_watch;
 pub mod logging;
 pub mod metrics;
 pub mod plugin;

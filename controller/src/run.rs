@@ -26,7 +26,7 @@ use crate::flags::Flags;
 use crate::http::DebugState;
 use crate::kube_cluster::KubeCluster;
 use crate::metrics::Metrics;
-use crate::watchers::run_watcher;
+use crate::watchers::{WatcherOptions, run_watcher};
 
 /// Which watchers have delivered their initial list into the graph.
 #[derive(Debug, Default)]
@@ -304,9 +304,12 @@ impl Controller {
                 resource.clone(),
                 source,
                 self.tx.clone(),
-                self.flags.batch_size as usize,
                 self.metrics.clone(),
-                self.flags.list_from_watch_cache,
+                WatcherOptions {
+                    batch_size: self.flags.batch_size as usize,
+                    list_from_watch_cache: self.flags.list_from_watch_cache,
+                    content_type: self.flags.kube_api_content_type,
+                },
             ));
             self.watchers.insert(key.clone(), (resource, handle, tokio::time::Instant::now()));
             added.push(key);

@@ -5,7 +5,9 @@
 //! Upstream: `graph_builder.go` (`controllerFor`, the informers); GC-SPEC.md §2.1.
 //!
 //! Each watcher is kube-rs's [`watcher()`] over `Api<LeanObject>`, so only `PartialObjectMetadata`
-//! travels, and only what the engine keeps of it is decoded (`lean_meta.rs`). Its events become
+//! travels, and only what the engine keeps of it is decoded (`lean_meta.rs`); with
+//! `--kube-api-content-type application/vnd.kubernetes.protobuf` it is kube-gc's own loop
+//! (`list_watch.rs`), which reads protobuf as upstream's metadata informers do. Its events become
 //! [`Notification`]s, sent in chunks
 //! ([`WatchBatch`]): the initial list's pages arrive together and are chunked as they come, so
 //! each page is (about) one batch.
@@ -27,6 +29,7 @@ use kube_gc_engine::{Notification, WatchBatch, WatchSource};
 use tokio::sync::mpsc;
 
 use crate::batcher::WatcherMsg;
+use crate::flags::ContentType;
 use crate::lean_meta::LeanObject;
 
 fn notification(e: WatchEvent<LeanObject>) -> Notification {
@@ -64,17 +67,37 @@ fn relist_needs_consistent_semantics(
     from_cache && listed && matches!(notification, Notification::ListStarted)
 }
 
+/// How the watchers list and watch (from the flags).
+#[derive(Clone, Copy, Debug)]
+pub struct WatcherOptions {
+    /// Notifications per batch sent to the ingest loop (`--batch-size`).
+    pub batch_size: usize,
+    /// The first list may come from the watch cache (`--list-from-watch-cache`).
+    pub list_from_watch_cache: bool,
+    /// JSON (kube-rs's watcher) or protobuf (`list_watch.rs`) (`--kube-api-content-type`).
+    pub content_type: ContentType,
+}
+
 /// Runs the watcher of `source`'s resource until the task is aborted, sending batches to `tx`.
 pub async fn run_watcher(
     client: Client,
     resource: Resource,
     source: WatchSource,
     tx: mpsc::Sender<WatcherMsg>,
-    batch_size: usize,
     metrics: Arc<crate::metrics::Metrics>,
-    list_from_watch_cache: bool,
+    options: WatcherOptions,
 ) {
+    let WatcherOptions { batch_size, list_from_watch_cache, content_type } = options;
     let key = source.resource.clone();
+    if content_type == ContentType::Protobuf {
+        let started = std::time::Instant::now();
+        let synced_metrics = metrics.clone();
+        let synced_key = key.clone();
+        let on_synced =
+            move || synced_metrics.set_warmup_seconds(&synced_key, started.elapsed().as_secs_f64());
+        crate::list_watch::run(client, resource, source, tx, metrics, options, on_synced).await;
+        return;
+    }
     let ar = crate::kube_cluster::api_resource(&resource);
     // Metadata-only: lists and watches ask for PartialObjectMetadata.
     let api: Api<LeanObject> = Api::all_with(client, &ar);

@@ -333,6 +333,18 @@ async fn run_all(te: &TestEnv, run: &str) -> Vec<String> {
                 .await,
             );
         }
+        if wanted("apiserver_restart_during_cascade_json_watchers") {
+            f_runs.push(
+                run_one(
+                    &client,
+                    &mut kgc,
+                    "apiserver_restart_during_cascade_json_watchers",
+                    &suffix,
+                    |cx| Box::pin(faults::apiserver_restart_during_cascade_json_watchers(cx)),
+                )
+                .await,
+            );
+        }
         if wanted("early_collection_apiserver_kill_9_during_warm_up") {
             f_runs.push(
                 run_one(

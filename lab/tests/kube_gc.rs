@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Resource};
 use kube_gc_lab::InProcess;
 use kube_gc_lab::in_process::TempFile;
-use kube_gc_simcluster::SimCluster;
+use kube_gc_simcluster::{FaultKind, Faults, SimCluster};
 use serde_json::json;
 
 /// kube-gc running against `sim` until stopped.
@@ -25,6 +25,11 @@ struct Gc {
 
 impl Gc {
     async fn start(sim: &SimCluster) -> Gc {
+        Gc::start_with(sim, &[]).await
+    }
+
+    /// Started with `extra` flags besides the defaults.
+    async fn start_with(sim: &SimCluster, extra: &[&str]) -> Gc {
         let path = std::env::temp_dir().join(format!(
             "kube-gc-simcluster-{}-{}.kubeconfig",
             std::process::id(),
@@ -33,6 +38,7 @@ impl Gc {
         let kubeconfig = TempFile::write(path, &sim.kubeconfig()).expect("write kubeconfig");
         let mut args = InProcess::simcluster_args(&kubeconfig.0);
         args.extend(["--initial-sync-timeout", "20s"].map(str::to_owned));
+        args.extend(extra.iter().map(|a| a.to_string()));
         let gc = InProcess::start(args).await.expect("kube-gc starts");
         Gc { gc, _kubeconfig: kubeconfig }
     }
@@ -136,6 +142,85 @@ async fn kube_gc_should_honour_each_propagation_policy() {
     assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
 
     gc.stop().await;
+}
+
+/// Both of the watchers' wire formats (`--kube-api-content-type`: kube-rs's JSON watcher, and
+/// kube-gc's own protobuf loop, also with `--list-from-watch-cache`), through every watch fault
+/// simcluster injects: watches cut and
+/// answered 410, continue tokens expired mid-list, requests failing with 429/500/503. The
+/// watchers relist again and again; kube-gc must still collect exactly the garbage, before and
+/// after sync, and keep everything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_wire_formats_collect_exactly_the_garbage_through_relists() {
+    let configurations: [&[&str]; 3] = [
+        &["--kube-api-content-type=application/json"],
+        &["--kube-api-content-type=application/vnd.kubernetes.protobuf"],
+        // Only a first list that emitted nothing may come from the watch cache.
+        &["--kube-api-content-type=application/vnd.kubernetes.protobuf", "--list-from-watch-cache"],
+    ];
+    for flags in configurations {
+        let sim = start().await;
+        let c = client(&sim).await;
+        let (cms, pods) = apis(&c).await;
+        // Over two list pages of 500 each: the first list uses continue tokens.
+        let owner = cms.create(&PostParams::default(), &cm("live")).await.unwrap();
+        let doomed = cms.create(&PostParams::default(), &cm("doomed")).await.unwrap();
+        for i in 0..600 {
+            pods.create(&PostParams::default(), &owned_pod(&format!("kept-{i}"), &owner, false))
+                .await
+                .unwrap();
+        }
+        for i in 0..300 {
+            let dangling: Pod = serde_json::from_value(json!({"metadata": {"name": format!("dangling-{i}"), "ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "never", "uid": format!("00000000-0000-4000-8000-{i:012}")
+            }]}}))
+            .unwrap();
+            pods.create(&PostParams::default(), &dangling).await.unwrap();
+            pods.create(&PostParams::default(), &owned_pod(&format!("doomed-{i}"), &doomed, false))
+                .await
+                .unwrap();
+        }
+        sim.set_faults(Faults {
+            seed: 7,
+            error_rate: 0.05,
+            watch_drop_rate: 0.3,
+            expire_rate: 0.3,
+            ..Faults::off()
+        });
+        let gc = Gc::start_with(&sim, flags).await;
+        let count = |prefix: &'static str| {
+            let pods = pods.clone();
+            async move {
+                let list = pods.list(&Default::default()).await;
+                list.map(|l| {
+                    l.items
+                        .iter()
+                        .filter(|p| {
+                            p.metadata.name.as_deref().is_some_and(|n| n.starts_with(prefix))
+                        })
+                        .count()
+                })
+            }
+        };
+        eventually("the dangling pods are collected", || async {
+            count("dangling-").await.is_ok_and(|n| n == 0)
+        })
+        .await;
+        cms.delete("doomed", &DeleteParams::background()).await.unwrap();
+        eventually("the doomed owner's pods are collected", || async {
+            count("doomed-").await.is_ok_and(|n| n == 0)
+        })
+        .await;
+        sim.faults_off();
+        assert_eq!(count("kept-").await.unwrap(), 600, "{flags:?}: pods with a live owner stay");
+        let faults = sim.fault_counts();
+        assert!(
+            faults.get(FaultKind::WatchExpired) + faults.get(FaultKind::ContinueExpired) > 0
+                && faults.get(FaultKind::WatchDropped) > 0,
+            "{flags:?}: the watchers met the faults ({faults:?})"
+        );
+        gc.stop().await;
+    }
 }
 
 /// Asks kube-gc's debug server (its router, in-process) for `path`.

@@ -279,9 +279,22 @@ async fn garbage_and_control(cx: &mut Ctx<'_>, tag: &str) -> anyhow::Result<Snap
 /// kube-apiserver restarted in the middle of a 100-pod foreground cascade: kube-gc's watches
 /// and workers recover and the cascade completes; the control group is intact.
 pub async fn apiserver_restart_during_cascade(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    restart_during_cascade(cx, &[]).await
+}
+
+/// The same with the watchers reading JSON (`--kube-api-content-type=application/json`,
+/// kube-rs's watcher) instead of the default protobuf loop: both relist and resume.
+pub async fn apiserver_restart_during_cascade_json_watchers(
+    cx: &mut Ctx<'_>,
+) -> anyhow::Result<()> {
+    restart_during_cascade(cx, &["--kube-api-content-type=application/json"]).await
+}
+
+async fn restart_during_cascade(cx: &mut Ctx<'_>, extra: &[&str]) -> anyhow::Result<()> {
     let te = cx.collector.testenv();
     cx.collector.stop()?;
-    cx.collector.start(&SLOW)?;
+    let flags: Vec<&str> = SLOW.iter().chain(extra).copied().collect();
+    cx.collector.start(&flags)?;
     let want = doomed_and_control(cx, 100).await?;
     cx.delete("doomed", Del::Foreground).await?;
     let left = wait_below(cx, "doomed", 90, Duration::from_secs(30)).await?;

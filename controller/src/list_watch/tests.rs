@@ -1,0 +1,138 @@
+use kube_gc_wire::messages::{self, PartialObjectMetadata};
+use kube_gc_wire::{Status, encode_status, encode_watch_event, enveloped};
+
+use super::*;
+use kube_gc_engine::ObjectMeta;
+
+fn object_of(event: kube_gc_wire::WatchEvent) -> Option<ObjectMeta> {
+    match event.object {
+        OrStatus::Ok(meta) => Some(meta),
+        OrStatus::Status(_) => None,
+    }
+}
+
+fn meta(name: &str, rv: &str) -> ObjectMeta {
+    ObjectMeta {
+        uid: format!("uid-{name}"),
+        name: name.into(),
+        namespace: "ns".into(),
+        resource_version: rv.into(),
+        finalizers: vec!["orphan".into()],
+        deletion_timestamp: true,
+        ..Default::default()
+    }
+}
+
+fn proto_object(name: &str, rv: &str) -> Vec<u8> {
+    let object = PartialObjectMetadata {
+        metadata: Some(messages::ObjectMeta {
+            uid: Some(format!("uid-{name}")),
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            resource_version: Some(rv.into()),
+            finalizers: vec!["orphan".into()],
+            deletion_timestamp: Some(messages::Time { seconds: Some(1), nanos: None }),
+            labels: [("app".to_owned(), "x".to_owned())].into(),
+            ..Default::default()
+        }),
+    };
+    enveloped("meta.k8s.io/v1", "PartialObjectMetadata", &object)
+}
+
+fn json_object(name: &str, rv: &str) -> String {
+    format!(
+        r#"{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}","resourceVersion":"{rv}","labels":{{"app":"x"}},"finalizers":["orphan"],"deletionTimestamp":"2024-01-01T00:00:00Z"}}}}"#
+    )
+}
+
+/// The same stream in both formats decodes to the same events, however it is cut.
+#[test]
+fn both_formats_decode_to_the_same_events_whatever_the_chunks() {
+    let mut proto = Vec::new();
+    proto.extend(encode_watch_event(WatchEventType::Added, proto_object("a", "10")));
+    proto.extend(encode_watch_event(WatchEventType::Deleted, proto_object("a", "11")));
+    let gone = Status { code: Some(410), message: Some("too old".into()), ..Default::default() };
+    proto.extend(encode_watch_event(WatchEventType::Error, encode_status(&gone)));
+    let json = format!(
+        "{{\"type\":\"ADDED\",\"object\":{}}}\n{{\"type\":\"DELETED\",\"object\":{}}}\n\n{{\"type\":\"ERROR\",\"object\":{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"too old\",\"reason\":\"Expired\",\"code\":410}}}}\n",
+        json_object("a", "10"),
+        json_object("a", "11")
+    );
+    for (content_type, stream) in
+        [(kube_gc_wire::PROTOBUF_WATCH, proto), ("application/json", json.into_bytes())]
+    {
+        for chunk_len in [1, 3, 17, stream.len()] {
+            let mut decoder = StreamDecoder::for_content_type(content_type);
+            let mut events = Vec::new();
+            for chunk in stream.chunks(chunk_len) {
+                decoder.push(&Bytes::copy_from_slice(chunk));
+                while let Some(e) = decoder.next_event().unwrap() {
+                    events.push(e);
+                }
+            }
+            let types: Vec<_> = events.iter().map(|e| e.event_type).collect();
+            assert_eq!(
+                types,
+                [WatchEventType::Added, WatchEventType::Deleted, WatchEventType::Error],
+                "{content_type}, chunks of {chunk_len}"
+            );
+            let mut events = events.into_iter();
+            assert_eq!(object_of(events.next().unwrap()), Some(meta("a", "10")));
+            assert_eq!(object_of(events.next().unwrap()), Some(meta("a", "11")));
+            let error = events.next().unwrap();
+            assert_eq!(
+                error.object,
+                OrStatus::Status(Status {
+                    code: Some(410),
+                    message: Some("too old".into()),
+                    ..Default::default()
+                })
+            );
+        }
+    }
+}
+
+#[test]
+fn a_malformed_json_line_is_a_failure_not_a_panic() {
+    let mut decoder = StreamDecoder::for_content_type("application/json");
+    decoder.push(&Bytes::from_static(b"{\"type\":\"ADDED\",\"object\":[1,2]}\n"));
+    assert!(matches!(decoder.next_event(), Err(Failure::Other(_))));
+    let mut decoder = StreamDecoder::for_content_type("application/json");
+    decoder.push(&Bytes::from_static(b"{\"type\":\"SYNC\",\"object\":{}}\n"));
+    assert!(matches!(decoder.next_event(), Err(Failure::Other(m)) if m.contains("SYNC")));
+}
+
+#[test]
+fn a_json_list_page_reads_its_version_token_and_items() {
+    let body = format!(
+        r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"42","continue":"next"}},"items":[{}]}}"#,
+        json_object("b", "7")
+    );
+    let page = decode_json_list(body.as_bytes()).unwrap();
+    assert_eq!(page.resource_version, "42");
+    assert_eq!(page.continue_token.as_deref(), Some("next"));
+    assert_eq!(page.items, vec![meta("b", "7")]);
+    let last =
+        decode_json_list(br#"{"metadata":{"resourceVersion":"43","continue":""},"items":null}"#)
+            .unwrap();
+    assert_eq!(last.continue_token, None);
+    assert!(last.items.is_empty());
+}
+
+#[test]
+fn only_410_relists() {
+    assert!(matches!(status_failure(Some(410), "x".into()), Failure::Gone(_)));
+    assert!(
+        matches!(status_failure(Some(500), "x".into()), Failure::Other(m) if m.starts_with("500"))
+    );
+    assert!(matches!(status_failure(None, "x".into()), Failure::Other(_)));
+}
+
+#[test]
+fn backoff_doubles_to_its_cap_and_resets() {
+    let mut b = Backoff::new();
+    let steps: Vec<_> = (0..8).map(|_| b.step().as_millis()).collect();
+    assert_eq!(steps, [800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]);
+    b.reset();
+    assert_eq!(b.step(), Backoff::FIRST);
+}
