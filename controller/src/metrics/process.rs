@@ -50,6 +50,13 @@ impl ProcessFigures {
     }
 }
 
+/// Process `pid`'s user and system CPU time so far, in seconds (`None` if it is gone or `/proc`
+/// cannot be read): for reports that watch kube-gc, or the API server, from outside.
+pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    let stat = procfs::process::Process::new(i32::try_from(pid).ok()?).ok()?.stat().ok()?;
+    Some((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
+}
+
 /// A process's resident memory now and at its peak (`VmRSS`, `VmHWM`), for reports and
 /// tests that watch kube-gc's memory from outside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,8 +15,12 @@ use anyhow::{Context, bail};
 /// Which collector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
-    /// kube-gc.
+    /// kube-gc, with its default `--kube-api-content-type`.
     KubeGc,
+    /// kube-gc reading JSON (`--kube-api-content-type=application/json`).
+    KubeGcJson,
+    /// kube-gc reading protobuf (`--kube-api-content-type=application/vnd.kubernetes.protobuf`).
+    KubeGcProtobuf,
     /// kube-controller-manager `--controllers=garbagecollector`.
     Upstream,
 }
@@ -26,8 +30,12 @@ impl FromStr for Which {
     fn from_str(s: &str) -> Result<Which, String> {
         match s {
             "kube-gc" => Ok(Which::KubeGc),
+            "kube-gc-json" => Ok(Which::KubeGcJson),
+            "kube-gc-protobuf" => Ok(Which::KubeGcProtobuf),
             "upstream" => Ok(Which::Upstream),
-            other => Err(format!("unknown collector {other:?} (kube-gc, upstream)")),
+            other => Err(format!(
+                "unknown collector {other:?} (kube-gc, kube-gc-json, kube-gc-protobuf, upstream)"
+            )),
         }
     }
 }
@@ -36,6 +44,8 @@ impl fmt::Display for Which {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Which::KubeGc => "kube-gc",
+            Which::KubeGcJson => "kube-gc-json",
+            Which::KubeGcProtobuf => "kube-gc-protobuf",
             Which::Upstream => "upstream",
         })
     }
@@ -90,14 +100,21 @@ impl Running {
         let burst = format!("--kube-api-burst={}", rate.burst);
         let kubeconfig_flag = format!("--kubeconfig={}", kubeconfig.display());
         let (mut command, debug_addr) = match which {
-            Which::KubeGc => {
+            Which::KubeGc | Which::KubeGcJson | Which::KubeGcProtobuf => {
                 let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
                 let mut c = Command::new(kube_gc_binary()?);
                 c.args([&kubeconfig_flag, &qps, &burst, "--leader-elect=false"])
                     .arg(format!("--debug-addr={addr}"))
                     .arg("--secure-port=0")
-                    .arg("--initial-sync-timeout=600s")
-                    .args(extra_kube_gc_args);
+                    .arg("--initial-sync-timeout=600s");
+                match which {
+                    Which::KubeGcJson => c.arg("--kube-api-content-type=application/json"),
+                    Which::KubeGcProtobuf => {
+                        c.arg("--kube-api-content-type=application/vnd.kubernetes.protobuf")
+                    }
+                    _ => &mut c,
+                };
+                c.args(extra_kube_gc_args);
                 (c, Some(addr))
             }
             Which::Upstream => {
@@ -147,6 +164,11 @@ impl Running {
             })
             .and_then(|v| v.trim().parse::<f64>().ok())
             .map(|v| v as u64)
+    }
+
+    /// The process's user and system CPU time so far, in seconds.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        kube_gc::metrics::process::cpu_seconds_of(self.child.id())
     }
 
     /// Peak resident set size so far (`VmHWM`), in bytes.

@@ -84,6 +84,29 @@ struct Args {
     bench: bool,
 }
 
+/// CPU seconds spent from a collector's start to its sync, by process.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+struct SyncCpu {
+    collector: f64,
+    apiserver: f64,
+    etcd: f64,
+}
+
+/// How long the server is left alone before each collector starts.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// The control plane's processes, by their testenv pid files.
+fn control_plane_cpu(testenv_dir: &std::path::Path) -> (f64, f64) {
+    let cpu = |name: &str| {
+        std::fs::read_to_string(testenv_dir.join(format!("{name}.pid")))
+            .ok()
+            .and_then(|pid| pid.trim().parse().ok())
+            .and_then(kube_gc::metrics::process::cpu_seconds_of)
+            .unwrap_or(0.0)
+    };
+    (cpu("kube-apiserver"), cpu("etcd"))
+}
+
 /// One collector's run at one rate.
 #[derive(Debug, Default, serde::Serialize)]
 struct Figures {
@@ -99,6 +122,9 @@ struct Figures {
     /// kube-gc's LISTs that proved owners absent (counted by the server among the LISTs).
     proof_lists: Option<u64>,
     peak_rss_bytes: u64,
+    /// CPU seconds from the collector's start to its sync: the collector's own, kube-apiserver's
+    /// and etcd's (what serving the collector's lists cost the control plane).
+    sync_cpu_s: SyncCpu,
     cascade_deployments: usize,
     cascade_objects: usize,
     cascade_s: Option<f64>,
@@ -134,10 +160,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     for &rate in &args.qps {
         for &which in &args.collectors {
             let cascade = args.cascade > 0 && args.cascade_qps.contains(&rate);
-            let figures =
-                one_run(&args, &client, &plan, which, rate, cascade, &testenv.kubeconfig, &scratch)
-                    .await
-                    .with_context(|| format!("{which} at {rate}"))?;
+            let figures = one_run(&args, &client, &plan, which, rate, cascade, &testenv, &scratch)
+                .await
+                .with_context(|| format!("{which} at {rate}"))?;
             eprintln!("[bench] {}", serde_json::to_string(&figures)?);
             all.push(figures);
         }
@@ -157,9 +182,10 @@ async fn one_run(
     which: Which,
     rate: Rate,
     cascade: bool,
-    kubeconfig: &std::path::Path,
+    testenv: &env::TestEnv,
     scratch: &std::path::Path,
 ) -> anyhow::Result<Figures> {
+    let kubeconfig = &testenv.kubeconfig;
     let timeout = Duration::from_secs(args.timeout);
     let restored = load::restore_garbage(client, plan).await?;
     if restored > 0 {
@@ -171,7 +197,15 @@ async fn one_run(
     let counts_before = counts(client).await?;
     let before = Calls::scrape(client).await?;
 
-    eprintln!("[bench] {which} at qps/burst {rate}: starting");
+    // Let the server settle after the restore (its CPU in the window below is the collector's
+    // doing), and measure what it spends idle meanwhile.
+    let (apiserver_idle, _) = control_plane_cpu(&testenv.dir);
+    tokio::time::sleep(SETTLE).await;
+    let (apiserver_before, etcd_before) = control_plane_cpu(&testenv.dir);
+    let idle_rate = (apiserver_before - apiserver_idle) / SETTLE.as_secs_f64();
+    eprintln!(
+        "[bench] {which} at qps/burst {rate}: starting (kube-apiserver idle at {idle_rate:.2} CPU s/s)"
+    );
     let mut running = Running::spawn(which, kubeconfig, rate, scratch, &args.kube_gc_args)?;
     let started = running.started;
     let deadline = Instant::now() + timeout;
@@ -182,7 +216,13 @@ async fn one_run(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let synced_s = started.elapsed().as_secs_f64();
-    eprintln!("[bench] {which}: synced after {synced_s:.2} s");
+    let (apiserver_after, etcd_after) = control_plane_cpu(&testenv.dir);
+    let sync_cpu_s = SyncCpu {
+        collector: running.cpu_seconds().unwrap_or(0.0),
+        apiserver: apiserver_after - apiserver_before,
+        etcd: etcd_after - etcd_before,
+    };
+    eprintln!("[bench] {which}: synced after {synced_s:.2} s ({sync_cpu_s:?} CPU s)");
     wait_for(timeout, "the garbage Pods to be deleted", || garbage.present() == Some(0)).await?;
     let (first, last) = garbage.deletions();
     garbage.stop();
@@ -209,6 +249,7 @@ async fn one_run(
         all_garbage_deleted_s,
         warm_up_calls: warm_up_calls.0,
         proof_lists,
+        sync_cpu_s,
         ..Figures::default()
     };
     if cascade {
@@ -314,7 +355,7 @@ fn print_table(all: &[Figures], plan: &Plan) {
         plan.garbage_pods()
     );
     print!(
-        "{:<9} {:>9} {:>8} {:>10} {:>10}",
+        "{:<16} {:>9} {:>8} {:>10} {:>10}",
         "collector", "qps/burst", "synced", "1st garb.", "all garb."
     );
     for v in VERBS {
@@ -327,7 +368,7 @@ fn print_table(all: &[Figures], plan: &Plan) {
         // (the watchers' LISTs, kube-gc's and upstream's informers', not counted).
         let collecting = calls.total() - calls.get("LIST") + f.proof_lists.unwrap_or(0);
         print!(
-            "{:<9} {:>9} {:>7.2}s {:>9.2}s {:>9.2}s",
+            "{:<16} {:>9} {:>7.2}s {:>9.2}s {:>9.2}s",
             f.collector,
             format!("{}/{}", f.qps, f.burst),
             f.synced_s,
@@ -343,6 +384,13 @@ fn print_table(all: &[Figures], plan: &Plan) {
             collecting as f64 / f.garbage_pods.max(1) as f64,
             f.peak_rss_bytes >> 20,
             f.peak_rss_bytes / f.objects.max(1) as u64
+        );
+    }
+    for f in all {
+        let c = f.sync_cpu_s;
+        println!(
+            "{} at {}/{}: CPU from start to synced: collector {:.2} s, kube-apiserver {:.2} s, etcd {:.2} s",
+            f.collector, f.qps, f.burst, c.collector, c.apiserver, c.etcd
         );
     }
     for f in all.iter().filter(|f| f.proof_lists.is_some()) {
