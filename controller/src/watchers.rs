@@ -4,10 +4,11 @@
 //!
 //! Upstream: `graph_builder.go` (`controllerFor`, the informers); GC-SPEC.md §2.1.
 //!
-//! Each watcher is kube-rs's [`watcher()`] over `Api<LeanObject>`, so only `PartialObjectMetadata`
-//! travels, and only what the engine keeps of it is decoded (`lean_meta.rs`); with
-//! `--kube-api-content-type application/vnd.kubernetes.protobuf` it is kube-gc's own loop
-//! (`list_watch.rs`), which reads protobuf as upstream's metadata informers do. Its events become
+//! By default each watcher is kube-gc's own list/watch loop (`list_watch.rs`), which reads
+//! protobuf `PartialObjectMetadata` as upstream's metadata informers do; with
+//! `--kube-api-content-type application/json` it is kube-rs's [`watcher()`] over
+//! `Api<LeanObject>`. Either way only `PartialObjectMetadata` travels, and only what the engine
+//! keeps of it is decoded (`kube_gc_wire`, `lean_meta.rs`). Its events become
 //! [`Notification`]s, sent in chunks
 //! ([`WatchBatch`]): the initial list's pages arrive together and are chunked as they come, so
 //! each page is (about) one batch.
