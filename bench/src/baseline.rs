@@ -552,7 +552,7 @@ impl GraphBuilder {
                     being_deleted && obj.has_finalizer(FINALIZER_DELETE_DEPENDENTS);
                 let node = NodeRef(Arc::new(node));
                 self.insert_node(&node);
-                self.process_transitions(event.old_object.as_ref(), obj, &node);
+                self.process_transitions(event.old_object.as_deref(), obj, &node);
             }
             (EventType::Add | EventType::Update, Some(mut node)) => {
                 // #137036: follow the informer's apiVersion/kind.
@@ -586,7 +586,7 @@ impl GraphBuilder {
                 if obj.deletion_timestamp {
                     node.0.mark_being_deleted();
                 }
-                self.process_transitions(event.old_object.as_ref(), obj, &node);
+                self.process_transitions(event.old_object.as_deref(), obj, &node);
             }
             (EventType::Delete, None) => {} // "item doesn't exist in the graph"
             (EventType::Delete, Some(node)) => self.process_delete(event, node),

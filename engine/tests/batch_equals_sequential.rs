@@ -96,7 +96,7 @@ fn event() -> impl Strategy<Value = Event> {
                 4..=6 => {
                     let old = old.map(|(_, mut o)| {
                         o.uid = object.uid.clone();
-                        o
+                        Box::new(o)
                     });
                     Event {
                         event_type: EventType::Update,

@@ -100,6 +100,38 @@ fn virtual_deletes_go_first() {
     assert!(graph.node(Uid::parse(&uid(2))).is_some_and(|n| !n.is_virtual));
 }
 
+/// The builder keeps its event buffer from one batch to the next: each batch applies its own
+/// events once, never again with the next, whether its buffer was kept (small batches) or not
+/// (a relist's deletes, more than the builder keeps).
+#[test]
+fn each_batch_applies_only_its_own_events() {
+    let (graph, mut builder) = builder();
+    let object = |n: u32| ObjectMeta {
+        uid: format!("00000000-0000-4000-8000-{n:012}"),
+        name: format!("rs{n}"),
+        namespace: "ns".into(),
+        ..ObjectMeta::default()
+    };
+    let many = 20_000;
+    for chunk in (0..many).collect::<Vec<_>>().chunks(500) {
+        let listed = chunk.iter().map(|&n| Notification::Listed(object(n))).collect();
+        assert_eq!(builder.ingest(vec![batch(RS, 1, listed)]).events, chunk.len());
+    }
+    assert_eq!(builder.ingest(Vec::new()).events, 0, "nothing left over");
+    assert_eq!(graph.len(), many as usize);
+    let done = builder.ingest(vec![batch(RS, 1, vec![Notification::Applied(object(many))])]);
+    assert_eq!(done.events, 1);
+    // A relist that returns one object deletes all the others, in one batch.
+    let relist =
+        vec![Notification::ListStarted, Notification::Listed(object(7)), Notification::ListDone];
+    assert_eq!(builder.ingest(vec![batch(RS, 1, relist)]).events, many as usize + 1);
+    assert_eq!(graph.len(), 1);
+    assert_eq!(builder.ingest(Vec::new()).events, 0, "nothing left over");
+    let done = builder.ingest(vec![batch(RS, 1, vec![Notification::Applied(object(8))])]);
+    assert_eq!(done.events, 1);
+    assert_eq!(graph.len(), 2);
+}
+
 /// A relist deletes what its own watcher run emitted and the list no longer returns; a new
 /// run of the watcher starts from an empty store; a late batch of a replaced run still applies.
 #[test]

@@ -19,9 +19,7 @@
 //! `watchers.rs` sees to it): a list served from a lagging watch cache could be older than
 //! what was emitted, and fake deletes.
 
-use std::collections::{HashMap, HashSet};
-
-use crate::identity::{ObjectType, Uid};
+use crate::identity::{ObjectType, Uid, UidMap, UidSet};
 use crate::ingest::{Event, EventType};
 use crate::meta::ObjectMeta;
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -52,11 +50,11 @@ struct Deleting {
 #[derive(Debug)]
 pub struct ResourceStore {
     object_type: ObjectType,
-    deleting: HashMap<Uid, Deleting>,
+    deleting: UidMap<Deleting>,
     /// Every object emitted and whose delete was not: what a relist is diffed against.
-    emitted: HashSet<Uid>,
+    emitted: UidSet,
     /// The UIDs returned so far by the list in progress, if any.
-    relist_seen: Option<HashSet<Uid>>,
+    relist_seen: Option<UidSet>,
 }
 
 impl ResourceStore {
@@ -64,8 +62,8 @@ impl ResourceStore {
     pub fn new(object_type: ObjectType) -> ResourceStore {
         ResourceStore {
             object_type,
-            deleting: HashMap::new(),
-            emitted: HashSet::new(),
+            deleting: UidMap::default(),
+            emitted: UidSet::default(),
             relist_seen: None,
         }
     }
@@ -88,7 +86,9 @@ impl ResourceStore {
             Notification::ListStarted => {
                 // A first list (nothing emitted yet) can find nothing vanished: no need to
                 // track what it returns apart from `emitted` (a million objects' worth).
-                self.relist_seen = (!self.emitted.is_empty()).then(HashSet::new);
+                self.relist_seen = (!self.emitted.is_empty()).then(|| {
+                    UidSet::with_capacity_and_hasher(self.emitted.len(), Default::default())
+                });
                 false
             }
             Notification::Listed(meta) => {

@@ -45,8 +45,9 @@ pub struct Event {
     pub object_type: ObjectType,
     /// The object (for deletes, its last known state).
     pub object: ObjectMeta,
-    /// The previous version of the object, for updates.
-    pub old_object: Option<ObjectMeta>,
+    /// The previous version of the object, for updates (boxed: rare, and an event without it
+    /// is half the size, which a batch of thousands of events moves several times).
+    pub old_object: Option<Box<ObjectMeta>>,
 }
 
 impl Event {
@@ -62,7 +63,7 @@ impl Event {
             is_virtual: false,
             object_type,
             object: new,
-            old_object: Some(old),
+            old_object: Some(Box::new(old)),
         }
     }
 

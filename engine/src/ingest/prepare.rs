@@ -77,7 +77,7 @@ impl<'a> Prepared<'a> {
             uid: Uid::try_parse(&obj.uid)?,
             owners,
             state: DeletionState::of(obj),
-            old_state: event.old_object.as_ref().map(DeletionState::of),
+            old_state: event.old_object.as_deref().map(DeletionState::of),
             resource_version: obj.resource_version.parse().unwrap_or(0),
         })
     }
