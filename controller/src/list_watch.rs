@@ -103,7 +103,10 @@ impl Outbox {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let notifications = std::mem::take(&mut self.pending);
+        // Sized for a whole batch at once: grown by pushes instead, every batch's buffer was
+        // reallocated several times over (copying notifications of ~160 bytes each).
+        let notifications =
+            std::mem::replace(&mut self.pending, Vec::with_capacity(self.batch_size));
         let batch = WatchBatch { source: self.source.clone(), notifications };
         self.tx.send(WatcherMsg::Batch(batch)).await.map_err(|_| Closed)
     }
