@@ -378,10 +378,7 @@ async fn send(client: &Client, req: http::Request<Vec<u8>>) -> Result<(String, B
     }
     let body = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let message = if kube_gc_wire::is_protobuf(&content_type) {
-        match kube_gc_wire::decode_list(body) {
-            Ok(OrStatus::Status(s)) => s.message.unwrap_or_default(),
-            _ => String::new(),
-        }
+        kube_gc_wire::decode_status(body).ok().and_then(|s| s.message).unwrap_or_default()
     } else {
         serde_json::from_slice::<JsonStatus>(&body).ok().and_then(|s| s.message).unwrap_or_default()
     };

@@ -118,6 +118,15 @@ pub fn decode_list(body: Bytes) -> Result<OrStatus<ListPage>, WireError> {
     }
 }
 
+/// Decodes the `Status` of an error response (a body in the envelope).
+pub fn decode_status(body: Bytes) -> Result<Status, WireError> {
+    let (kind, raw) = open_envelope(body)?;
+    if kind != "Status" {
+        return Err(WireError::UnexpectedKind { found: kind, expected: "Status" });
+    }
+    Ok(Status::decode(raw)?)
+}
+
 /// The type of a watch event.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum WatchEventType {

@@ -118,6 +118,24 @@ fn a_status_in_place_of_a_list_is_returned_as_such() {
 }
 
 #[test]
+fn an_error_responses_status_decodes_and_nothing_else_does() {
+    let status = Status {
+        status: Some("Failure".into()),
+        reason: Some("Forbidden".into()),
+        message: Some("pods is forbidden".into()),
+        code: Some(403),
+        metadata: None,
+    };
+    assert_eq!(decode_status(encode_status(&status).into()).unwrap(), status);
+    let list = encode_list(&Default::default());
+    assert!(matches!(
+        decode_status(list.into()),
+        Err(WireError::UnexpectedKind { expected: "Status", .. })
+    ));
+    assert!(matches!(decode_status(Bytes::from_static(b"{}")), Err(WireError::Malformed(_))));
+}
+
+#[test]
 fn bodies_that_are_not_the_format_are_errors_not_panics() {
     for body in [&b""[..], b"k8s", b"{\"kind\":\"PodList\"}", b"k8s\0\xff\xff\xff"] {
         assert!(

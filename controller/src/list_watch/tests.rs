@@ -136,3 +136,62 @@ fn backoff_doubles_to_its_cap_and_resets() {
     b.reset();
     assert_eq!(b.step(), Backoff::FIRST);
 }
+
+/// A server that answers every request with one fixed response.
+#[derive(Clone)]
+struct Answer {
+    code: u16,
+    content_type: &'static str,
+    body: Vec<u8>,
+}
+
+impl tower::Service<http::Request<Body>> for Answer {
+    type Response = http::Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<http::Response<Body>, std::convert::Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<Body>) -> Self::Future {
+        let response = http::Response::builder()
+            .status(self.code)
+            .header(CONTENT_TYPE, self.content_type)
+            .body(Body::from(self.body.clone()))
+            .expect("a valid response");
+        std::future::ready(Ok(response))
+    }
+}
+
+async fn failure_of(answer: Answer) -> Failure {
+    let client = Client::new(answer, "default");
+    let req = http::Request::get("/api/v1/pods").body(Vec::new()).unwrap();
+    match send(&client, req).await {
+        Ok(_) => panic!("an error response must fail"),
+        Err(failure) => failure,
+    }
+}
+
+/// An error response's Status is read in the format it came in: its message reaches the
+/// failure, and a 410 is the one failure that relists.
+#[tokio::test]
+async fn error_responses_carry_their_status_message_in_either_format() {
+    let gone = Status { code: Some(410), message: Some("too old".into()), ..Default::default() };
+    let proto =
+        Answer { code: 410, content_type: kube_gc_wire::PROTOBUF, body: encode_status(&gone) };
+    assert!(matches!(failure_of(proto).await, Failure::Gone(m) if m == "too old"));
+    let json = Answer {
+        code: 403,
+        content_type: "application/json",
+        body: br#"{"kind":"Status","status":"Failure","message":"pods is forbidden","code":403}"#
+            .to_vec(),
+    };
+    assert!(matches!(failure_of(json).await, Failure::Other(m) if m == "403: pods is forbidden"));
+    // A body that is neither still fails, with the code.
+    let garbage = Answer { code: 500, content_type: kube_gc_wire::PROTOBUF, body: b"x".to_vec() };
+    assert!(matches!(failure_of(garbage).await, Failure::Other(m) if m == "500: "));
+}
