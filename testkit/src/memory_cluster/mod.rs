@@ -1,4 +1,4 @@
-//! An in-memory API server implementing [`Cluster`] (upstream's fake metadata client plus the generic registry store, `store.go`); GC-SPEC.md §5.6.
+//! An in-memory API server implementing [`Cluster`](kube_gc_engine::Cluster) (upstream's fake metadata client plus the generic registry store, `store.go`); GC-SPEC.md §5.6.
 //!
 //! [`MemoryCluster`] serves the four calls the collector makes — GET, PATCH, DELETE and event
 //! recording — over a map of objects' metadata, with the API server's semantics for what the
@@ -19,6 +19,10 @@
 //! name=podname1`); faults can be injected ([`fail_next`](MemoryCluster::fail_next),
 //! [`on_call`](MemoryCluster::on_call)); events are kept for
 //! [`take_events`](MemoryCluster::take_events).
+//!
+//! This file holds the setup, fault injection and inspection API; `serve.rs` serves the calls
+//! (the [`Cluster`](kube_gc_engine::Cluster) implementation), and `state.rs` holds the state
+//! behind the mutex and the store's write rules.
 //!
 //! # Deletion semantics (GC-SPEC §5.6)
 //!
@@ -94,19 +98,16 @@
 
 use std::fmt;
 
-use kube_gc_engine::cluster::{
-    Cluster, ClusterError, DeleteOptions, ListPage, ListedObject, Patch, PatchType, Resource,
-    WarningEvent,
-};
+use kube_gc_engine::cluster::{ClusterError, Resource, WarningEvent};
 use kube_gc_engine::identity::ObjectType;
 use kube_gc_engine::ingest::Event;
 use kube_gc_engine::meta::ObjectMeta;
 use parking_lot::Mutex;
 
 pub use crate::calls::{Call, Request, Verb, fake_recorder_string};
-use crate::patch::apply_patch;
 pub use crate::registry::deletion_finalizers_for_garbage_collection;
 
+mod serve;
 mod state;
 
 use state::{Fault, ObjectKey, State, Stored, gvr};
@@ -339,7 +340,7 @@ impl MemoryCluster {
     /// order hooks were added: the first to return an error fails the call with it. A hook may
     /// change the cluster through the non-recording helpers ([`update_object`](Self::update_object),
     /// [`create`](Self::create), [`delete_object`](Self::delete_object), …), e.g. to bump an
-    /// object's resourceVersion before a DELETE; it must not call the [`Cluster`] methods
+    /// object's resourceVersion before a DELETE; it must not call the [`Cluster`](kube_gc_engine::Cluster) methods
     /// (hooks run under their own lock, which is not reentrant).
     pub fn on_call(
         &self,
@@ -385,249 +386,6 @@ impl MemoryCluster {
     /// The recorded events as [`fake_recorder_string`]s, oldest first, clearing them.
     pub fn take_event_strings(&self) -> Vec<String> {
         self.take_events().iter().map(fake_recorder_string).collect()
-    }
-
-    /// Records `call`, then consults pending faults and hooks.
-    fn begin(&self, call: Call) -> Result<(), ClusterError> {
-        let fault = {
-            let mut state = self.state.lock();
-            let fault = state.take_fault(&call);
-            state.calls.push(call.clone());
-            fault
-        };
-        if let Some(error) = fault {
-            return Err(error);
-        }
-        let hooks = self.hooks.lock();
-        match hooks.iter().find_map(|hook| hook(self, &call)) {
-            Some(error) => Err(error),
-            None => Ok(()),
-        }
-    }
-
-    fn serve_get(
-        &self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ObjectMeta, ClusterError> {
-        self.begin(Call {
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            request: Request::Get,
-        })?;
-        self.object(resource, namespace, name).ok_or(ClusterError::NotFound)
-    }
-
-    /// One page of a LIST: the first page takes a snapshot of the resource's objects (in key
-    /// order, as etcd's), later pages read on in it, whatever changed since.
-    fn serve_list(
-        &self,
-        resource: &Resource,
-        continue_token: Option<&str>,
-        limit: u32,
-    ) -> Result<ListPage, ClusterError> {
-        self.begin(Call {
-            resource: resource.clone(),
-            namespace: String::new(),
-            name: String::new(),
-            request: Request::List { continue_token: continue_token.map(str::to_owned), limit },
-        })?;
-        let mut state = self.state.lock();
-        let expired =
-            || ClusterError::Other { code: 410, message: "the continue token has expired".into() };
-        let (snapshot, offset) = match continue_token {
-            None => {
-                let wanted = gvr(resource);
-                let objects: Vec<ListedObject> = state
-                    .objects
-                    .iter()
-                    .filter(|(k, _)| k.gvr == wanted)
-                    .map(|(k, s)| ListedObject {
-                        namespace: k.namespace.clone(),
-                        name: k.name.clone(),
-                        uid: s.meta.uid.clone(),
-                    })
-                    .collect();
-                let id = state.next_list_snapshot;
-                state.next_list_snapshot += 1;
-                state.list_snapshots.insert(id, objects);
-                (id, 0)
-            }
-            Some(token) => {
-                let (id, offset) = token.split_once(':').ok_or_else(expired)?;
-                let id: u64 = id.parse().map_err(|_| expired())?;
-                (id, offset.parse::<usize>().map_err(|_| expired())?)
-            }
-        };
-        let objects = state.list_snapshots.get(&snapshot).ok_or_else(expired)?;
-        let end = objects.len().min(offset + limit.max(1) as usize);
-        let items = objects.get(offset..end).unwrap_or_default().to_vec();
-        let remaining = objects.len() - end;
-        let continue_token = (remaining > 0).then(|| format!("{snapshot}:{end}"));
-        if remaining == 0 {
-            state.list_snapshots.remove(&snapshot);
-        }
-        Ok(ListPage { items, continue_token, remaining: Some(remaining as u64) })
-    }
-
-    fn serve_patch(
-        &self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<ObjectMeta, ClusterError> {
-        self.begin(Call {
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            request: Request::Patch(patch.clone()),
-        })?;
-        let key = ObjectKey::new(resource, namespace, name);
-        let mut state = self.state.lock();
-        // The patch handler refuses the content type before reading the object.
-        if patch.patch_type == PatchType::StrategicMerge && state.options(resource).custom {
-            return Err(ClusterError::UnsupportedMediaType);
-        }
-        let current = state.objects.get(&key).ok_or(ClusterError::NotFound)?.meta.clone();
-        let mut next = current.clone();
-        apply_patch(&mut next, patch)?;
-        if current.deletion_timestamp {
-            let added: Vec<&String> =
-                next.finalizers.iter().filter(|f| !current.has_finalizer(f)).collect();
-            if !added.is_empty() {
-                return Err(ClusterError::Invalid(format!(
-                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
-                )));
-            }
-        }
-        Ok(state.update(&key, next))
-    }
-
-    fn serve_delete(
-        &self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-        options: &DeleteOptions,
-    ) -> Result<(), ClusterError> {
-        self.begin(Call {
-            resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-            request: Request::Delete(options.clone()),
-        })?;
-        let key = ObjectKey::new(resource, namespace, name);
-        let mut state = self.state.lock();
-        let resource_options = state.options(resource);
-        let stored = state.objects.get(&key).ok_or(ClusterError::NotFound)?;
-        let conflict = |what: &str, want: &str, got: &str, why: &str| {
-            ClusterError::Conflict(format!(
-                "Operation cannot be fulfilled on {} {name:?}: the {what} in the precondition ({want}) does not match the {what} in record ({got}). {why}",
-                resource.resource
-            ))
-        };
-        if let Some(uid) = &options.precondition_uid {
-            if *uid != stored.meta.uid {
-                let why = "The object might have been deleted and then recreated";
-                return Err(conflict("UID", uid, &stored.meta.uid, why));
-            }
-        }
-        if let Some(rv) = &options.precondition_resource_version {
-            if *rv != stored.meta.resource_version {
-                let why = "The object might have been modified";
-                return Err(conflict("ResourceVersion", rv, &stored.meta.resource_version, why));
-            }
-        }
-
-        // rest.BeforeDelete: a pending graceful deletion is left alone; a graceful resource not
-        // yet being deleted starts one; anything else is not graceful.
-        let grace = resource_options.grace_period_seconds;
-        if stored.meta.deletion_timestamp && stored.grace_period.unwrap_or(0) > 0 {
-            return Ok(());
-        }
-        let graceful = !stored.meta.deletion_timestamp && grace > 0;
-
-        let mut meta = stored.meta.clone();
-        let pending_finalizers = !meta.finalizers.is_empty();
-        let new_finalizers = deletion_finalizers_for_garbage_collection(
-            &meta.finalizers,
-            options.propagation_policy,
-            resource_options.default_orphan,
-        );
-        if graceful || pending_finalizers || new_finalizers.is_some() {
-            if let Some(finalizers) = new_finalizers {
-                meta.finalizers = finalizers;
-            }
-            if graceful {
-                meta.deletion_timestamp = true;
-                state.write(&key, meta, Some(grace));
-                return Ok(());
-            }
-            if !meta.finalizers.is_empty() {
-                // markAsDeleting: deletionTimestamp (kept if already set), grace period 0.
-                meta.deletion_timestamp = true;
-                state.write(&key, meta, Some(0));
-                return Ok(());
-            }
-        }
-        state.remove(&key, None);
-        Ok(())
-    }
-}
-
-impl Cluster for MemoryCluster {
-    fn resource_for(&self, ty: ObjectType) -> Result<Resource, ClusterError> {
-        self.state
-            .lock()
-            .mappings
-            .get(&ty)
-            .cloned()
-            .ok_or_else(|| ClusterError::NoMapping(format!("{}/{}", ty.api_version(), ty.kind())))
-    }
-
-    async fn get(
-        &self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ObjectMeta, ClusterError> {
-        self.serve_get(resource, namespace, name)
-    }
-
-    async fn list_page(
-        &self,
-        resource: &Resource,
-        continue_token: Option<&str>,
-        limit: u32,
-    ) -> Result<ListPage, ClusterError> {
-        self.serve_list(resource, continue_token, limit)
-    }
-
-    async fn patch(
-        &self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<ObjectMeta, ClusterError> {
-        self.serve_patch(resource, namespace, name, patch)
-    }
-
-    async fn delete(
-        &self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-        options: &DeleteOptions,
-    ) -> Result<(), ClusterError> {
-        self.serve_delete(resource, namespace, name, options)
-    }
-
-    fn record_event(&self, event: WarningEvent) {
-        self.state.lock().events.push(event);
     }
 }
 

@@ -2,7 +2,7 @@ use futures::executor::block_on;
 use serde_json::json;
 
 use super::*;
-use kube_gc_engine::cluster::PropagationPolicy;
+use kube_gc_engine::cluster::{Cluster, DeleteOptions, Patch, PatchType, PropagationPolicy};
 use kube_gc_engine::identity::ObjectReference;
 use kube_gc_engine::meta::OwnerReference;
 use kube_gc_engine::patch::{
