@@ -75,7 +75,7 @@ pub(crate) fn run_on_threads<R: Send>(threads: usize, f: impl Fn(usize) -> R + S
 /// Whether the dependents of the node with `uid` are kept hashed (`None` if it is absent): lets
 /// a model check that it really crossed the inline limit, which the API does not show.
 pub fn dependents_are_hashed(graph: &crate::Graph, uid: crate::Uid) -> Option<bool> {
-    graph.with_node(uid, |n| n.dependents.is_hashed())
+    graph.with_node(uid, |n, _| n.dependents.is_hashed())
 }
 
 /// A seeded defect: a few lines at the exact place in the engine, each commented "seeded

@@ -32,6 +32,7 @@
 //! bits, so the shard is taken from bits 40.. (below the tag, far above any bucket index a
 //! shard's table reaches), and the nodes of one shard still spread over all buckets and tags.
 
+pub(crate) mod names;
 pub(crate) mod node;
 
 use crossbeam_utils::CachePadded;
@@ -39,6 +40,7 @@ use hashbrown::HashTable;
 
 use crate::identity::{ObjectReference, OwnerRef, Uid};
 use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use names::Names;
 pub(crate) use node::Node;
 
 /// The most shards a graph may have (the shard index comes from 16 hash bits).
@@ -105,7 +107,7 @@ pub struct DependentView {
 const SLAB_CHUNK: usize = 64;
 
 /// One shard: its nodes in a slab of fixed-size chunks, found by UID through a hash table of
-/// 4-byte slot numbers.
+/// 4-byte slot numbers, and their names ([`names`]).
 ///
 /// Keeping the nodes out of the table is what keeps the graph small: a hash table runs
 /// between half and seven-eighths full, so a table of whole nodes pays up to twice their size
@@ -119,6 +121,8 @@ pub(crate) struct Shard {
     free: Vec<u32>,
     /// Slots ever handed out (the next new slot's number).
     used: u32,
+    /// The names of the nodes and of their owner references.
+    names: Names,
 }
 
 fn slot_of(chunks: &[Box<[Option<Node>]>], slot: u32) -> &Option<Node> {
@@ -155,13 +159,26 @@ impl Shard {
         self.find(uid).map(|s| node_in(&self.chunks, s))
     }
 
-    pub(crate) fn get_mut(&mut self, uid: Uid) -> Option<&mut Node> {
+    /// The node with `uid`, and the shard's names to read and write its own with.
+    pub(crate) fn get_mut(&mut self, uid: Uid) -> Option<(&mut Node, &mut Names)> {
         let slot = self.find(uid)?;
-        slot_mut(&mut self.chunks, slot).as_mut()
+        let node = slot_mut(&mut self.chunks, slot).as_mut()?;
+        Some((node, &mut self.names))
     }
 
-    /// Inserts or replaces the node with `node.uid`.
-    pub(crate) fn insert(&mut self, node: Node) -> &mut Node {
+    /// The names of this shard's nodes (see [`names`]).
+    pub(crate) fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// The names, to store those of a node about to be inserted.
+    pub(crate) fn names_mut(&mut self) -> &mut Names {
+        &mut self.names
+    }
+
+    /// Inserts or replaces the node with `node.uid`; its names must be in this shard's
+    /// [`Shard::names`].
+    pub(crate) fn insert(&mut self, node: Node) {
         let uid = node.uid;
         let slot = match self.find(uid) {
             Some(slot) => slot,
@@ -182,15 +199,37 @@ impl Shard {
                 slot
             }
         };
-        slot_mut(&mut self.chunks, slot).insert(node)
+        if let Some(replaced) = slot_mut(&mut self.chunks, slot).replace(node) {
+            replaced.release_names(&mut self.names);
+        }
     }
 
+    /// Removes the node with `uid`. Its names stay readable in [`Shard::names`] until the
+    /// shard next compacts them.
     pub(crate) fn remove(&mut self, uid: Uid) -> Option<Node> {
         let chunks = &self.chunks;
         let entry = self.index.find_entry(uid.hash64(), |&s| node_in(chunks, s).uid == uid).ok()?;
         let slot = entry.remove().0;
         self.free.push(slot);
-        slot_mut(&mut self.chunks, slot).take()
+        let removed = slot_mut(&mut self.chunks, slot).take()?;
+        removed.release_names(&mut self.names);
+        Some(removed)
+    }
+
+    /// Copies the names still in use into fresh chunks, and rewrites every id, once the
+    /// released names outweigh them (see [`names`]). Invalidates every [`names::NameId`] of
+    /// the shard not held by one of its nodes: call it between steps, never holding one.
+    pub(crate) fn compact_names_if_wasteful(&mut self) {
+        if !self.names.is_wasteful() {
+            return;
+        }
+        let old = std::mem::take(&mut self.names);
+        for node in self.chunks.iter_mut().flat_map(|c| c.iter_mut()).flatten() {
+            node.name = self.names.store(old.get(node.name));
+            for owner in &mut node.owners {
+                owner.name = self.names.store(old.get(owner.name));
+            }
+        }
     }
 }
 
@@ -264,10 +303,10 @@ impl Graph {
         self.shards[shard].write()
     }
 
-    /// Runs `f` on the node with `uid` under its shard's read lock.
-    pub(crate) fn with_node<R>(&self, uid: Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
+    /// Runs `f` on the node with `uid`, and its shard's names, under the shard's read lock.
+    pub(crate) fn with_node<R>(&self, uid: Uid, f: impl FnOnce(&Node, &Names) -> R) -> Option<R> {
         let shard = self.read_shard(self.shard_of(uid));
-        shard.get(uid).map(f)
+        shard.get(uid).map(|n| f(n, shard.names()))
     }
 
     /// The number of nodes (observed and virtual). Sums the shards one at a time, so under
@@ -283,7 +322,7 @@ impl Graph {
 
     /// Whether a node with `uid` exists.
     pub fn contains(&self, uid: Uid) -> bool {
-        self.with_node(uid, |_| ()).is_some()
+        self.with_node(uid, |_, _| ()).is_some()
     }
 
     /// A copy of the node with `uid`.
@@ -292,11 +331,11 @@ impl Graph {
         // under one read lock and the rest under another, so the copy can be torn.
         #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
         if crate::loom_support::defect_active(crate::loom_support::Defect::ShardTornRead) {
-            let owners = self.with_node(uid, |n| {
-                n.owners.iter().map(node::NodeOwnerRef::to_owner_ref).collect()
+            let owners = self.with_node(uid, |n, names| {
+                n.owners.iter().map(|r| r.to_owner_ref(names)).collect()
             })?;
-            return self.with_node(uid, |n| NodeView {
-                identity: n.identity(),
+            return self.with_node(uid, |n, names| NodeView {
+                identity: n.identity(names),
                 incarnation: n.incarnation,
                 is_virtual: n.is_virtual(),
                 being_deleted: n.is_being_deleted(),
@@ -307,13 +346,13 @@ impl Graph {
                 has_gc_finalizers: n.has_gc_finalizers(),
             });
         }
-        self.with_node(uid, |n| NodeView {
-            identity: n.identity(),
+        self.with_node(uid, |n, names| NodeView {
+            identity: n.identity(names),
             incarnation: n.incarnation,
             is_virtual: n.is_virtual(),
             being_deleted: n.is_being_deleted(),
             deleting_dependents: n.is_deleting_dependents(),
-            owners: n.owners.iter().map(node::NodeOwnerRef::to_owner_ref).collect(),
+            owners: n.owners.iter().map(|r| r.to_owner_ref(names)).collect(),
             dependents_len: n.dependents.len(),
             resource_version: n.resource_version(),
             has_gc_finalizers: n.has_gc_finalizers(),
@@ -322,7 +361,7 @@ impl Graph {
 
     /// The current key of the node with `uid`.
     pub fn key_of(&self, uid: Uid) -> Option<NodeKey> {
-        self.with_node(uid, |n| NodeKey { uid, incarnation: n.incarnation })
+        self.with_node(uid, |n, _| NodeKey { uid, incarnation: n.incarnation })
     }
 
     /// The UIDs of the node's dependents (upstream's `getDependents`), empty if absent.
@@ -332,13 +371,13 @@ impl Graph {
         #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
         if crate::loom_support::defect_active(crate::loom_support::Defect::DependentsTornSnapshot) {
             let len = self.dependents_len(uid);
-            let all = self.with_node(uid, |n| {
+            let all = self.with_node(uid, |n, _| {
                 let copy = n.dependents.iter().take(len);
                 copy.map(|d| DependentView { uid: d.uid, namespace: d.namespace }).collect()
             });
             return all.unwrap_or_default();
         }
-        self.with_node(uid, |n| {
+        self.with_node(uid, |n, _| {
             n.dependents
                 .iter()
                 .map(|d| DependentView { uid: d.uid, namespace: d.namespace })
@@ -349,27 +388,28 @@ impl Graph {
 
     /// How many dependents the node has (upstream's `dependentsLength`).
     pub fn dependents_len(&self, uid: Uid) -> usize {
-        self.with_node(uid, |n| n.dependents.len()).unwrap_or(0)
+        self.with_node(uid, |n, _| n.dependents.len()).unwrap_or(0)
     }
 
     /// Upstream's `blockingDependents`: the dependents whose reference to this node has
     /// `blockOwnerDeletion: true`, each once per such reference.
     pub fn blocking_dependents(&self, uid: Uid) -> Vec<Uid> {
-        self.with_node(uid, Node::blocking_dependents).unwrap_or_default()
+        self.with_node(uid, |n, names| n.blocking_dependents(names)).unwrap_or_default()
     }
 
     /// Visits every node, one shard at a time, under that shard's read lock.
     pub fn for_each_node(&self, mut f: impl FnMut(&NodeView, &[DependentView])) {
         for s in 0..self.shards.len() {
             let shard = self.read_shard(s);
+            let names = shard.names();
             for n in shard.iter() {
                 let view = NodeView {
-                    identity: n.identity(),
+                    identity: n.identity(names),
                     incarnation: n.incarnation,
                     is_virtual: n.is_virtual(),
                     being_deleted: n.is_being_deleted(),
                     deleting_dependents: n.is_deleting_dependents(),
-                    owners: n.owners.iter().map(node::NodeOwnerRef::to_owner_ref).collect(),
+                    owners: n.owners.iter().map(|r| r.to_owner_ref(names)).collect(),
                     dependents_len: n.dependents.len(),
                     resource_version: n.resource_version(),
                     has_gc_finalizers: n.has_gc_finalizers(),
@@ -404,7 +444,7 @@ impl Graph {
                     // Read back as the collector reads it (compact entries from the owner's
                     // identity).
                     let copy: Vec<_> = d
-                        .refs(n.ty, &n.name)
+                        .refs(n.ty, n.name(shard.names()))
                         .map(|(ty, name, blocks)| node::EdgeRef { ty, name: name.into(), blocks })
                         .collect();
                     entries.push((n.uid, d.uid, d.namespace, copy));
@@ -412,12 +452,12 @@ impl Graph {
             }
         }
         for (owner, uid, namespace, copy) in entries {
-            let Some((ns, refs)) = self.with_node(uid, |d| {
+            let Some((ns, refs)) = self.with_node(uid, |d, names| {
                 let refs: Vec<_> = d
                     .owners
                     .iter()
                     .filter(|r| r.uid == owner)
-                    .map(node::EdgeRef::from_owner)
+                    .map(|r| node::EdgeRef::from_owner(r, names))
                     .collect();
                 (d.namespace, refs)
             }) else {
@@ -501,6 +541,65 @@ mod tests {
         assert!(Graph::new(3).is_err());
         assert!(Graph::new(MAX_SHARDS * 2).is_err());
         assert_eq!(Graph::new(64).unwrap().shard_count(), 64);
+    }
+
+    #[test]
+    fn names_read_back_the_same_after_their_shard_compacts_them() {
+        use std::sync::Arc;
+
+        use crate::identity::ObjectType;
+        use crate::ingest::{Event, EventType, Ingester, SequentialGraph};
+        use crate::meta::{ObjectMeta, OwnerReference};
+        let uid = |i: u32| format!("00000000-0000-4000-8000-{i:012}");
+        let long = |i: u32| format!("{}-{i}", "replicaset-with-a-long-name".repeat(3));
+        let pod = |i: u32, owner: u32| ObjectMeta {
+            uid: uid(i),
+            name: long(i),
+            namespace: "ns".into(),
+            owner_references: vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: long(owner),
+                uid: uid(owner),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }],
+            ..Default::default()
+        };
+        let pod_type = ObjectType::new("v1", "Pod");
+        // One shard, so that every name shares one arena: 2,000 pods owned by 20 virtual
+        // owners (never observed), then most pods re-pointed at other owners, and most deleted.
+        let graph = Arc::new(Graph::new(1).unwrap());
+        let mut ingester = Ingester::new(graph.clone(), 2);
+        let mut reference = SequentialGraph::new();
+        let mut batches: Vec<Vec<Event>> = Vec::new();
+        batches.push(
+            (0..2000)
+                .map(|i| Event::new(EventType::Add, pod_type, pod(i, 5000 + i % 20)))
+                .collect(),
+        );
+        batches.push(
+            (0..2000)
+                .step_by(3)
+                .map(|i| Event::update(pod_type, pod(i, 5000 + i % 20), pod(i, 6000 + i % 7)))
+                .collect(),
+        );
+        let owner_now = |i: u32| if i % 3 == 0 { 6000 + i % 7 } else { 5000 + i % 20 };
+        batches.push(
+            (0..1900)
+                .map(|i| Event::new(EventType::Delete, pod_type, pod(i, owner_now(i))))
+                .collect(),
+        );
+        let capacity = |g: &Graph| g.read_shard(0).names().capacity();
+        let mut peak = 0;
+        for batch in &batches {
+            ingester.ingest(batch);
+            reference.apply_all(batch);
+            peak = peak.max(capacity(&graph));
+            assert_eq!(graph.snapshot(), reference.snapshot());
+            graph.check_edge_copies().unwrap();
+        }
+        assert!(capacity(&graph) * 4 < peak, "{} of {peak} bytes kept", capacity(&graph));
     }
 
     #[test]

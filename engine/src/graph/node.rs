@@ -13,6 +13,7 @@
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
+use super::names::{NameId, Names};
 use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
 
 /// What the owner side of an edge knows about one of the dependent's references to it: enough
@@ -30,17 +31,19 @@ pub(crate) struct EdgeRef {
 }
 
 impl EdgeRef {
-    pub(crate) fn from_owner(owner: &NodeOwnerRef) -> EdgeRef {
-        EdgeRef { ty: owner.ty, name: owner.name.clone(), blocks: owner.blocks() }
+    pub(crate) fn from_owner(owner: &NodeOwnerRef, names: &Names) -> EdgeRef {
+        EdgeRef { ty: owner.ty, name: names.get(owner.name).into(), blocks: owner.blocks() }
     }
 }
 
-/// An owner reference as a node keeps it: [`OwnerRef`] with its name boxed, 8 bytes less in
-/// every node (the references sit inline in the node, and there is a node per object).
-#[derive(Clone, PartialEq, Eq, Debug)]
+/// An owner reference as a node keeps it: [`OwnerRef`] with its name in the shard's
+/// [`Names`], 32 bytes where an `OwnerRef` takes 56 and an allocation (the references sit
+/// inline in the node, and there is a node per object).
+#[derive(Clone, Debug)]
 pub(crate) struct NodeOwnerRef {
     pub(crate) ty: ObjectType,
-    pub(crate) name: Box<str>,
+    /// In the [`Names`] of the shard of the node holding the reference.
+    pub(crate) name: NameId,
     pub(crate) uid: Uid,
     pub(crate) controller: Option<bool>,
     pub(crate) block_owner_deletion: Option<bool>,
@@ -48,10 +51,10 @@ pub(crate) struct NodeOwnerRef {
 
 impl NodeOwnerRef {
     /// The public form, for what leaves the graph.
-    pub(crate) fn to_owner_ref(&self) -> OwnerRef {
+    pub(crate) fn to_owner_ref(&self, names: &Names) -> OwnerRef {
         OwnerRef {
             ty: self.ty,
-            name: self.name.to_string(),
+            name: names.get(self.name).to_owned(),
             uid: self.uid,
             controller: self.controller,
             block_owner_deletion: self.block_owner_deletion,
@@ -309,8 +312,9 @@ pub(crate) struct Node {
     /// entries read it back (see [`DependentEntry`]).
     pub(crate) ty: ObjectType,
     pub(crate) namespace: Namespace,
-    /// Written only by [`Node::set_identity`], as `ty`.
-    pub(crate) name: Box<str>,
+    /// Written only by [`Node::set_identity`], as `ty`. In the [`Names`] of the node's shard,
+    /// as the names of `owners`.
+    pub(crate) name: NameId,
     pub(crate) uid: Uid,
     /// Distinguishes the node from earlier versions of itself that upstream would have cloned
     /// into a new pointer: queue items carry it, and a worker skips an item whose node has
@@ -326,18 +330,19 @@ pub(crate) struct Node {
     /// 128 bytes it took without it (the padding after `flags`).
     pub(crate) resource_version: [u8; 7],
     /// The object's ownerReferences as last observed (empty for virtual nodes). Written only by
-    /// the object's own events.
+    /// the object's own events, through [`Node::replace_owners`].
     pub(crate) owners: SmallVec<[NodeOwnerRef; 1]>,
     /// The objects whose ownerReferences name this node's UID, as of the last applied event.
     pub(crate) dependents: Dependents,
 }
 
 impl Node {
-    pub(crate) fn new_virtual(identity: ObjectReference) -> Node {
+    /// A virtual node of `identity`, its name stored in `names` (its shard's).
+    pub(crate) fn new_virtual(identity: &ObjectReference, names: &mut Names) -> Node {
         Node {
             ty: identity.ty,
             namespace: identity.namespace,
-            name: identity.name.into_boxed_str(),
+            name: names.store(&identity.name),
             uid: identity.uid,
             incarnation: 0,
             flags: flags::VIRTUAL,
@@ -347,60 +352,95 @@ impl Node {
         }
     }
 
-    pub(crate) fn identity(&self) -> ObjectReference {
+    /// The node's name; `names` are its shard's, as for every method that takes them.
+    pub(crate) fn name<'n>(&self, names: &'n Names) -> &'n str {
+        names.get(self.name)
+    }
+
+    pub(crate) fn identity(&self, names: &Names) -> ObjectReference {
         ObjectReference {
             ty: self.ty,
             namespace: self.namespace,
-            name: self.name.to_string(),
+            name: self.name(names).to_owned(),
             uid: self.uid,
         }
     }
 
     /// Whether the node's identity equals `other` (all five fields).
-    pub(crate) fn identity_eq(&self, other: &ObjectReference) -> bool {
+    pub(crate) fn identity_eq(&self, other: &ObjectReference, names: &Names) -> bool {
         self.uid == other.uid
             && self.ty == other.ty
             && self.namespace == other.namespace
-            && *self.name == *other.name
+            && self.name(names) == other.name
     }
 
     /// Replaces the node's identity. Compact dependent entries named the old type and name,
     /// so they are expanded first (see [`DependentEntry`]).
-    pub(crate) fn set_identity(&mut self, identity: ObjectReference) {
-        if self.ty != identity.ty || *self.name != *identity.name {
-            self.dependents.expand(self.ty, &self.name);
+    pub(crate) fn set_identity(&mut self, identity: ObjectReference, names: &mut Names) {
+        let renamed = self.name(names) != identity.name;
+        if self.ty != identity.ty || renamed {
+            self.dependents.expand(self.ty, self.name(names));
         }
         self.ty = identity.ty;
         self.namespace = identity.namespace;
-        self.name = identity.name.into_boxed_str();
+        if renamed {
+            names.release(self.name);
+            self.name = names.store(&identity.name);
+        }
     }
 
     /// Replaces the node's type (upstream #137036), expanding compact entries first.
-    pub(crate) fn set_type(&mut self, ty: ObjectType) {
+    pub(crate) fn set_type(&mut self, ty: ObjectType, names: &Names) {
         if self.ty != ty {
-            self.dependents.expand(self.ty, &self.name);
+            self.dependents.expand(self.ty, self.name(names));
             self.ty = ty;
         }
     }
 
+    /// Replaces the node's owner references with `owners` (whose names are in `names`),
+    /// releasing the names of the ones replaced.
+    pub(crate) fn replace_owners(
+        &mut self,
+        owners: SmallVec<[NodeOwnerRef; 1]>,
+        names: &mut Names,
+    ) {
+        self.release_owner_names(names);
+        self.owners = owners;
+    }
+
+    /// Releases the names this node holds in `names`: before it leaves the graph.
+    pub(crate) fn release_names(&self, names: &mut Names) {
+        names.release(self.name);
+        self.release_owner_names(names);
+    }
+
+    fn release_owner_names(&self, names: &mut Names) {
+        self.owners.iter().for_each(|r| names.release(r.name));
+    }
+
     /// Adds (or replaces) the entry of dependent `uid`, which has `refs` (type, name, blocks)
     /// to this node.
-    pub(crate) fn insert_dependent<'r, I>(&mut self, uid: Uid, namespace: Namespace, refs: I)
-    where
+    pub(crate) fn insert_dependent<'r, I>(
+        &mut self,
+        uid: Uid,
+        namespace: Namespace,
+        refs: I,
+        names: &Names,
+    ) where
         I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
         I::IntoIter: Clone,
     {
-        let entry = DependentEntry::new(uid, namespace, refs, self.ty, &self.name);
+        let entry = DependentEntry::new(uid, namespace, refs, self.ty, self.name(names));
         self.dependents.insert(entry);
     }
 
     /// Replaces the references of dependent `uid`'s entry, if it has one.
-    pub(crate) fn update_dependent_refs<'r, I>(&mut self, uid: Uid, refs: I)
+    pub(crate) fn update_dependent_refs<'r, I>(&mut self, uid: Uid, refs: I, names: &Names)
     where
         I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
         I::IntoIter: Clone,
     {
-        let (ty, name) = (self.ty, &*self.name);
+        let (ty, name) = (self.ty, self.name(names));
         if let Some(entry) = self.dependents.get_mut(uid) {
             *entry = DependentEntry::new(uid, entry.namespace, refs, ty, name);
         }
@@ -447,10 +487,10 @@ impl Node {
     }
 
     /// Upstream's `blockingDependents`: each dependent once per blocking reference to this node.
-    pub(crate) fn blocking_dependents(&self) -> Vec<Uid> {
+    pub(crate) fn blocking_dependents(&self, names: &Names) -> Vec<Uid> {
         let mut out = Vec::new();
         for d in self.dependents.iter() {
-            for (_, _, blocks) in d.refs(self.ty, &self.name) {
+            for (_, _, blocks) in d.refs(self.ty, self.name(names)) {
                 if blocks {
                     out.push(d.uid);
                 }
@@ -506,48 +546,52 @@ mod tests {
 mod observed_state_tests {
     use super::*;
 
-    fn node() -> Node {
-        Node::new_virtual(ObjectReference {
+    fn node(names: &mut Names) -> Node {
+        let identity = ObjectReference {
             ty: ObjectType::new("v1", "Pod"),
             namespace: Namespace::new("ns"),
             name: "p".into(),
             uid: Uid::parse("00000000-0000-4000-8000-000000000001"),
-        })
+        };
+        Node::new_virtual(&identity, names)
     }
 
     fn reference(name: &str, blocks: bool) -> [(ObjectType, &str, bool); 1] {
         [(ObjectType::new("v1", "Pod"), name, blocks)]
     }
 
-    fn read_back(n: &Node, uid: Uid) -> Vec<(ObjectType, String, bool)> {
+    fn read_back(n: &Node, uid: Uid, names: &Names) -> Vec<(ObjectType, String, bool)> {
         let entry = n.dependents.iter().find(|d| d.uid == uid).expect("entry");
-        entry.refs(n.ty, &n.name).map(|(ty, name, b)| (ty, name.to_owned(), b)).collect()
+        entry.refs(n.ty, n.name(names)).map(|(ty, name, b)| (ty, name.to_owned(), b)).collect()
     }
 
     #[test]
     fn a_compact_entry_keeps_naming_what_it_named_when_the_owner_identity_changes() {
         let dep = Uid::from_u128(7);
         let pod = ObjectType::new("v1", "Pod");
-        let mut n = node();
-        n.insert_dependent(dep, Namespace::new("ns"), reference("p", true));
+        let names = &mut Names::default();
+        let mut n = node(names);
+        n.insert_dependent(dep, Namespace::new("ns"), reference("p", true), names);
         assert!(n.dependents.iter().all(DependentEntry::is_compact), "names the owner: compact");
         let other = n.dependents.iter().next().unwrap().clone();
-        n.insert_dependent(Uid::from_u128(8), Namespace::new("ns"), reference("q", false));
-        assert_eq!(read_back(&n, Uid::from_u128(8)), vec![(pod, "q".to_owned(), false)]);
+        n.insert_dependent(Uid::from_u128(8), Namespace::new("ns"), reference("q", false), names);
+        assert_eq!(read_back(&n, Uid::from_u128(8), names), vec![(pod, "q".to_owned(), false)]);
         // The owner turns out to be named otherwise: the entry still names "p".
-        n.set_identity(ObjectReference { name: "renamed".into(), ..n.identity() });
-        assert_eq!(read_back(&n, dep), vec![(pod, "p".to_owned(), true)]);
+        let renamed = ObjectReference { name: "renamed".into(), ..n.identity(names) };
+        n.set_identity(renamed, names);
+        assert_eq!(n.name(names), "renamed");
+        assert_eq!(read_back(&n, dep, names), vec![(pod, "p".to_owned(), true)]);
         assert_ne!(n.dependents.iter().find(|d| d.uid == dep), Some(&other), "expanded");
         // And a type change (#137036) likewise.
-        let mut n = node();
-        n.insert_dependent(dep, Namespace::new("ns"), reference("p", false));
-        n.set_type(ObjectType::new("v1", "ConfigMap"));
-        assert_eq!(read_back(&n, dep), vec![(pod, "p".to_owned(), false)]);
+        let mut n = node(names);
+        n.insert_dependent(dep, Namespace::new("ns"), reference("p", false), names);
+        n.set_type(ObjectType::new("v1", "ConfigMap"), names);
+        assert_eq!(read_back(&n, dep, names), vec![(pod, "p".to_owned(), false)]);
         // Updating the references re-compacts against the identity as it is now.
-        n.update_dependent_refs(dep, [(ObjectType::new("v1", "ConfigMap"), "p", true)]);
+        n.update_dependent_refs(dep, [(ObjectType::new("v1", "ConfigMap"), "p", true)], names);
         assert!(n.dependents.iter().all(DependentEntry::is_compact));
         assert_eq!(
-            read_back(&n, dep),
+            read_back(&n, dep, names),
             vec![(ObjectType::new("v1", "ConfigMap"), "p".to_owned(), true)]
         );
     }
@@ -562,14 +606,17 @@ mod observed_state_tests {
     }
 
     #[test]
-    fn node_should_stay_within_120_bytes() {
-        // The graph's memory per object is mostly this; the resourceVersion lives in padding.
-        assert!(std::mem::size_of::<Node>() <= 120, "{}", std::mem::size_of::<Node>());
+    fn node_should_stay_within_96_bytes() {
+        // The graph's memory per object is mostly this; the names live in the shard's arena,
+        // and a slot of the shard's slab (`Option<Node>`) takes no more than the node.
+        assert!(std::mem::size_of::<Node>() <= 96, "{}", std::mem::size_of::<Node>());
+        assert_eq!(std::mem::size_of::<Option<Node>>(), std::mem::size_of::<Node>());
+        assert!(std::mem::size_of::<NodeOwnerRef>() <= 32);
     }
 
     #[test]
     fn observed_version_should_round_trip_and_treat_unrepresentable_as_unknown() {
-        let mut n = node();
+        let mut n = node(&mut Names::default());
         assert_eq!(n.resource_version(), None);
         n.set_observed_version(1_234_567_890_123, true);
         assert_eq!(n.resource_version(), Some(1_234_567_890_123));

@@ -15,6 +15,7 @@ use super::event::EventType;
 use super::output::Enqueue;
 use super::prepare::Prepared;
 use super::rules::{self, DepRefs, RefView, Transition};
+use crate::graph::names::Names;
 use crate::graph::node::{Node, flags};
 use crate::graph::{NodeKey, Shard};
 use crate::identity::{ObjectReference, Uid};
@@ -99,13 +100,13 @@ fn key(n: &Node) -> NodeKey {
     NodeKey { uid: n.uid, incarnation: n.incarnation }
 }
 
-fn dep_refs(n: &Node) -> Vec<DepRefs<'_>> {
+fn dep_refs<'a>(n: &'a Node, names: &'a Names) -> Vec<DepRefs<'a>> {
     n.dependents
         .iter()
         .map(|d| DepRefs {
             uid: d.uid,
             namespace: d.namespace,
-            refs: d.refs(n.ty, &n.name).map(|(ty, name, _)| (ty, name)).collect(),
+            refs: d.refs(n.ty, n.name(names)).map(|(ty, name, _)| (ty, name)).collect(),
         })
         .collect()
 }
@@ -137,17 +138,18 @@ pub(crate) fn apply_shard(
             }
         }
     }
+    shard.compact_names_if_wasteful();
 }
 
 fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
     // 4. Virtual → observed promotion.
     if !ev.is_virtual
-        && let Some(n) = shard.get_mut(ev.uid)
+        && let Some((n, names)) = shard.get_mut(ev.uid)
         && n.is_virtual()
     {
-        if !ev.identity_eq(n) {
+        if !ev.identity_eq(n, names) {
             let observed = ev.identity();
-            let deps = dep_refs(n);
+            let deps = dep_refs(n, names);
             let (_, mismatched) = rules::partition_dependents(&deps, &observed);
             for d in mismatched {
                 if !observed.namespace.is_cluster() && d.namespace != observed.namespace {
@@ -156,7 +158,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 em.emit(OutKind::EnqueueUid(d.uid));
             }
             // Upstream clones the node here; queue items for the old pointer go stale.
-            n.set_identity(observed);
+            n.set_identity(observed, names);
             n.incarnation = n.incarnation.wrapping_add(1);
         }
         n.mark_observed();
@@ -165,7 +167,8 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
     match ev.event_type {
         EventType::Add | EventType::Update => match shard.get_mut(ev.uid) {
             None => {
-                let mut node = Node::new_virtual(ev.identity());
+                let names = shard.names_mut();
+                let mut node = Node::new_virtual(&ev.identity(), names);
                 node.flags = 0;
                 if ev.state.deletion_timestamp {
                     node.mark_being_deleted();
@@ -173,19 +176,21 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                         node.mark_deleting_dependents();
                     }
                 }
-                node.owners = ev.owners.iter().map(|r| r.to_node_owner_ref()).collect();
+                node.owners = ev.owners.iter().map(|r| r.to_node_owner_ref(names)).collect();
                 node.set_observed_version(ev.resource_version, ev.state.has_gc_finalizers());
                 shard.insert(node);
             }
-            Some(n) => {
+            Some((n, names)) => {
                 if !ev.is_virtual {
-                    n.set_type(ev.ty); // #137036
+                    n.set_type(ev.ty, names); // #137036
                 }
                 // Exactly the event's list whenever it differs, repeated UIDs included (an
                 // empty references diff does not mean an unchanged list; see diff.rs).
-                let changed = !n.owners.iter().map(RefView::of_node).eq(ev.owners.iter().copied());
+                let current = n.owners.iter().map(|r| RefView::of_node(r, names));
+                let changed = !current.eq(ev.owners.iter().copied());
                 if changed {
-                    n.owners = ev.owners.iter().map(|r| r.to_node_owner_ref()).collect();
+                    let owners = ev.owners.iter().map(|r| r.to_node_owner_ref(names)).collect();
+                    n.replace_owners(owners, names);
                 }
                 if ev.state.deletion_timestamp {
                     n.mark_being_deleted();
@@ -198,12 +203,12 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
 }
 
 fn apply_delete(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
-    let Some(n) = shard.get_mut(ev.uid) else { return };
+    let Some((n, names)) = shard.get_mut(ev.uid) else { return };
     let mut remove_existing = true;
     if ev.is_virtual {
         let deleted = ev.identity();
         if n.is_virtual() {
-            let deps = dep_refs(n);
+            let deps = dep_refs(n, names);
             let (matching, nonmatching) = rules::partition_dependents(&deps, &deleted);
             if !nonmatching.is_empty() {
                 remove_existing = false;
@@ -213,18 +218,18 @@ fn apply_delete(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                         em.emit(OutKind::EnqueueUidLikelyGarbage(d.uid));
                     }
                 }
-                if n.identity_eq(&deleted)
+                if n.identity_eq(&deleted, names)
                     && let Some(alt) = rules::alternate_owner_identity(&nonmatching, &deleted)
                 {
                     drop(deps);
-                    n.set_identity(alt);
+                    n.set_identity(alt, names);
                     n.incarnation = n.incarnation.wrapping_add(1);
                     em.emit(OutKind::Enqueue(Enqueue::AttemptToDeleteRateLimited(key(n))));
                 }
             }
-        } else if !n.identity_eq(&deleted) {
+        } else if !n.identity_eq(&deleted, names) {
             remove_existing = false;
-            let deps = dep_refs(n);
+            let deps = dep_refs(n, names);
             let (matching, _) = rules::partition_dependents(&deps, &deleted);
             if !matching.is_empty() {
                 em.emit(OutKind::AbsentOwner(deleted.clone()));
@@ -252,7 +257,7 @@ fn apply_transitions(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>)
     if transition == Transition::None {
         return;
     }
-    let Some(n) = shard.get_mut(ev.uid) else { return };
+    let Some((n, _)) = shard.get_mut(ev.uid) else { return };
     match transition {
         Transition::None => {}
         Transition::Orphan => em.emit(OutKind::Enqueue(Enqueue::AttemptToOrphan(key(n)))),
@@ -275,23 +280,25 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
             let refs = ev.edge_refs(r.uid);
             match shard.get_mut(r.uid) {
                 None => {
-                    let mut owner = Node::new_virtual(ObjectReference {
+                    let identity = ObjectReference {
                         ty: r.ty,
                         namespace: dep_namespace,
                         name: r.name.to_owned(),
                         uid: r.uid,
-                    });
-                    owner.insert_dependent(ev.uid, dep_namespace, refs);
+                    };
+                    let names = shard.names_mut();
+                    let mut owner = Node::new_virtual(&identity, names);
+                    owner.insert_dependent(ev.uid, dep_namespace, refs, names);
                     em.emit(OutKind::Enqueue(Enqueue::VerifyVirtual(key(&owner))));
                     shard.insert(owner);
                 }
-                Some(owner) => {
-                    owner.insert_dependent(ev.uid, dep_namespace, refs);
+                Some((owner, names)) => {
+                    owner.insert_dependent(ev.uid, dep_namespace, refs, names);
                     let observed = owner.flags & flags::VIRTUAL == 0;
                     let flag = if !owner.namespace.is_cluster() && owner.namespace != dep_namespace
                     {
                         Some(RefFlag::Namespace { observed })
-                    } else if !(owner.ty == r.ty && *owner.name == *r.name) {
+                    } else if !(owner.ty == r.ty && owner.name(names) == r.name) {
                         Some(RefFlag::Coordinates)
                     } else if owner.namespace.is_cluster()
                         && owner.namespace != dep_namespace
@@ -314,7 +321,7 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
             }
         }
         EdgeKind::Remove { dependent, check_deleting_dependents } => {
-            if let Some(owner) = shard.get_mut(op.owner) {
+            if let Some((owner, _)) = shard.get_mut(op.owner) {
                 owner.dependents.remove(dependent);
                 if check_deleting_dependents && owner.is_deleting_dependents() {
                     em.emit(OutKind::Enqueue(Enqueue::LikelyGarbage(key(owner))));
@@ -322,8 +329,8 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
             }
         }
         EdgeKind::UpdateRefs => {
-            if let Some(owner) = shard.get_mut(op.owner) {
-                owner.update_dependent_refs(ev.uid, ev.edge_refs(op.owner));
+            if let Some((owner, names)) = shard.get_mut(op.owner) {
+                owner.update_dependent_refs(ev.uid, ev.edge_refs(op.owner), names);
             }
         }
         EdgeKind::EnqueueIfPresent => {

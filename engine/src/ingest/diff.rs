@@ -86,8 +86,8 @@ fn known_from_graph<'x>(shard: &'x Shard, uid: Uid) -> Known<'x> {
         Some(n) => Known::Observed {
             ty: n.ty,
             namespace: n.namespace,
-            name: &n.name,
-            owners: n.owners.iter().map(RefView::of_node).collect(),
+            name: n.name(shard.names()),
+            owners: n.owners.iter().map(|r| RefView::of_node(r, shard.names())).collect(),
         },
     }
 }

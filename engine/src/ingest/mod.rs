@@ -289,11 +289,9 @@ impl Ingester {
                 }
                 OutKind::AbsentOwner(id) => out.absent_owners.push(id),
                 OutKind::InvalidNamespace { dependent, owner } => {
-                    let warning = self.graph.with_node(dependent, |d| {
-                        d.owners
-                            .iter()
-                            .find(|o| o.uid == owner)
-                            .map(|r| invalid_namespace_warning(&d.identity(), &r.to_owner_ref()))
+                    let warning = self.graph.with_node(dependent, |d, names| {
+                        let r = d.owners.iter().find(|o| o.uid == owner)?;
+                        Some(invalid_namespace_warning(&d.identity(names), &r.to_owner_ref(names)))
                     });
                     if let Some(Some(w)) = warning {
                         out.warnings.push(w);

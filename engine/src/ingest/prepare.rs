@@ -93,11 +93,16 @@ impl<'a> Prepared<'a> {
     }
 
     /// Whether the identity from this event equals `node`'s.
-    pub(crate) fn identity_eq(&self, node: &crate::graph::Node) -> bool {
+    /// Whether the identity from this event equals `node`'s (`names` are its shard's).
+    pub(crate) fn identity_eq(
+        &self,
+        node: &crate::graph::Node,
+        names: &crate::graph::names::Names,
+    ) -> bool {
         node.uid == self.uid
             && node.ty == self.ty
             && node.namespace == self.namespace
-            && *node.name == *self.name
+            && node.name(names) == self.name
     }
 
     /// The object's references to `owner` as (type, name, blocks): what the owner's side of

@@ -6,6 +6,7 @@
 
 use std::cmp::Ordering;
 
+use crate::graph::names::Names;
 use crate::graph::node::NodeOwnerRef;
 use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -21,10 +22,11 @@ pub(crate) struct RefView<'a> {
 }
 
 impl<'a> RefView<'a> {
-    pub(crate) fn of_node(r: &'a NodeOwnerRef) -> RefView<'a> {
+    /// A node's reference; `names` are its shard's.
+    pub(crate) fn of_node(r: &NodeOwnerRef, names: &'a Names) -> RefView<'a> {
         RefView {
             ty: r.ty,
-            name: &r.name,
+            name: names.get(r.name),
             uid: r.uid,
             controller: r.controller,
             block_owner_deletion: r.block_owner_deletion,
@@ -51,10 +53,11 @@ impl<'a> RefView<'a> {
         }
     }
 
-    pub(crate) fn to_node_owner_ref(self) -> NodeOwnerRef {
+    /// The reference as a node keeps it, its name stored in `names` (the node's shard's).
+    pub(crate) fn to_node_owner_ref(self, names: &mut Names) -> NodeOwnerRef {
         NodeOwnerRef {
             ty: self.ty,
-            name: self.name.into(),
+            name: names.store(self.name),
             uid: self.uid,
             controller: self.controller,
             block_owner_deletion: self.block_owner_deletion,
