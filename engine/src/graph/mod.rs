@@ -226,7 +226,7 @@ impl Shard {
         let old = std::mem::take(&mut self.names);
         for node in self.chunks.iter_mut().flat_map(|c| c.iter_mut()).flatten() {
             node.name = self.names.store(old.get(node.name));
-            for owner in &mut node.owners {
+            for owner in node.owners.as_mut_slice() {
                 owner.name = self.names.store(old.get(owner.name));
             }
         }
