@@ -42,12 +42,18 @@ fn name_of(uid: usize, variant: bool) -> String {
 }
 
 fn owner_ref() -> impl Strategy<Value = OwnerReference> {
-    (0..UIDS.len(), 0..TYPES.len(), prop::bool::weighted(0.2), 0..4u8, 0..3u8, 0..20u8).prop_map(
-        |(u, t, other_name, block, controller, bad)| OwnerReference {
+    (0..UIDS.len(), 0..TYPES.len(), 0..10u8, 0..4u8, 0..3u8, 0..20u8).prop_map(
+        |(u, t, name, block, controller, bad)| OwnerReference {
             api_version: TYPES[t].0.into(),
             // A malformed reference now and then: no kind, or no UID.
             kind: if bad == 0 { String::new() } else { TYPES[t].1.into() },
-            name: name_of(u, other_name),
+            // Now and then a name that is a prefix of every object's own (the graph keeps
+            // such a name as a prefix of its holder's).
+            name: match name {
+                0 | 1 => name_of(u, true),
+                2 => "name-".to_owned(),
+                _ => name_of(u, false),
+            },
             uid: if bad == 1 { String::new() } else { UIDS[u].into() },
             controller: [None, Some(true), Some(false)][controller as usize],
             block_owner_deletion: [None, Some(true), Some(false), Some(true)][block as usize],

@@ -227,7 +227,10 @@ impl Shard {
         for node in self.chunks.iter_mut().flat_map(|c| c.iter_mut()).flatten() {
             node.name = self.names.store(old.get(node.name));
             for owner in node.owners.as_mut_slice() {
-                owner.name = self.names.store(old.get(owner.name));
+                // A prefix of the node's name stays one (the name's text is unchanged).
+                if !owner.name.is_relative() {
+                    owner.name = self.names.store(old.get(owner.name));
+                }
             }
         }
     }
@@ -331,9 +334,7 @@ impl Graph {
         // under one read lock and the rest under another, so the copy can be torn.
         #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
         if crate::loom_support::defect_active(crate::loom_support::Defect::ShardTornRead) {
-            let owners = self.with_node(uid, |n, names| {
-                n.owners.iter().map(|r| r.to_owner_ref(names)).collect()
-            })?;
+            let owners = self.with_node(uid, |n, names| n.owner_refs(names))?;
             return self.with_node(uid, |n, names| NodeView {
                 identity: n.identity(names),
                 incarnation: n.incarnation,
@@ -352,7 +353,7 @@ impl Graph {
             is_virtual: n.is_virtual(),
             being_deleted: n.is_being_deleted(),
             deleting_dependents: n.is_deleting_dependents(),
-            owners: n.owners.iter().map(|r| r.to_owner_ref(names)).collect(),
+            owners: n.owner_refs(names),
             dependents_len: n.dependents.len(),
             resource_version: n.resource_version(),
             has_gc_finalizers: n.has_gc_finalizers(),
@@ -409,7 +410,7 @@ impl Graph {
                     is_virtual: n.is_virtual(),
                     being_deleted: n.is_being_deleted(),
                     deleting_dependents: n.is_deleting_dependents(),
-                    owners: n.owners.iter().map(|r| r.to_owner_ref(names)).collect(),
+                    owners: n.owner_refs(names),
                     dependents_len: n.dependents.len(),
                     resource_version: n.resource_version(),
                     has_gc_finalizers: n.has_gc_finalizers(),
@@ -457,7 +458,7 @@ impl Graph {
                     .owners
                     .iter()
                     .filter(|r| r.uid == owner)
-                    .map(|r| node::EdgeRef::from_owner(r, names))
+                    .map(|r| node::EdgeRef::from_owner(d, r, names))
                     .collect();
                 (d.namespace, refs)
             }) else {

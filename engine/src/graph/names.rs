@@ -15,6 +15,16 @@
 //! bytes outweigh the live ones (see [`Names::is_wasteful`]), so a shard's names never take
 //! much more than twice what its live names need.
 //!
+//! # Owner names that are a prefix of the object's own
+//!
+//! Controllers name what they create after themselves (a ReplicaSet `web-5d8f7b6c9` makes
+//! Pods `web-5d8f7b6c9-x2k4p`, a Deployment `web` makes that ReplicaSet), so an owner
+//! reference's name is most often a prefix of its object's name. Such a name is not stored
+//! again: its id says "the first `len` bytes of the holder's name" ([`Names::store_relative`]),
+//! and is read back relative to that name ([`Names::get_relative`]). Such an id is sound only
+//! while the holder's name stays what it was, so a node that is renamed first stores copies of
+//! the prefixes its references name (`Node::set_identity`).
+//!
 //! # Layout
 //!
 //! Each name is its length, then its bytes. The length is one byte below 127, or the byte 127
@@ -29,9 +39,12 @@ use std::num::NonZeroU32;
 pub(crate) const CHUNK: usize = 1 << 16;
 /// A chunk's first capacity; it doubles up to [`CHUNK`].
 const FIRST_CHUNK: usize = 256;
-/// The most chunks a shard can hold (a [`NameId`] keeps a 16-bit chunk number): 4 GiB of
-/// names in one shard, about 50 million objects with 80-byte names.
-const MAX_CHUNKS: usize = (1 << 16) - 1;
+/// The most chunks a shard can hold (a [`NameId`] keeps a 16-bit chunk number, and its top
+/// value marks a prefix): 4 GiB of names in one shard, about 50 million objects with 80-byte
+/// names.
+const MAX_CHUNKS: usize = (1 << 16) - 2;
+/// The chunk part of an id that names a prefix of its holder's name, not stored bytes.
+const PREFIX: u32 = 0xffff;
 /// The length byte that says five base-128 digits follow.
 const LONG: u8 = 127;
 /// The fewest dead bytes worth a compaction. Debug builds compact almost as soon as the dead
@@ -51,6 +64,22 @@ impl NameId {
         // Chunk numbers start at 1 in the id, so it is never zero (a niche for `Option<Node>`).
         let raw = ((chunk as u32 + 1) << 16) | offset as u32;
         NameId(NonZeroU32::new(raw).expect("the chunk part is at least 1"))
+    }
+
+    /// The id of the first `len` bytes of the holder's name, if `len` fits in it.
+    fn prefix(len: usize) -> Option<NameId> {
+        let len = u32::try_from(len).ok().filter(|&len| len <= 0xffff)?;
+        NonZeroU32::new((PREFIX << 16) | len).map(NameId)
+    }
+
+    /// The length of the holder's name this id names, if it names a prefix.
+    fn prefix_len(self) -> Option<usize> {
+        (self.0.get() >> 16 == PREFIX).then_some((self.0.get() & 0xffff) as usize)
+    }
+
+    /// Whether this id names a prefix of its holder's name rather than bytes of its own.
+    pub(crate) fn is_relative(self) -> bool {
+        self.prefix_len().is_some()
     }
 
     fn chunk(self) -> usize {
@@ -104,6 +133,27 @@ impl Names {
         NameId::new(chunk, offset)
     }
 
+    /// Stores `name`, which a node whose own name is at `holder` holds (one of its owner
+    /// references' names): as a prefix of that name when it is one, costing nothing.
+    pub(crate) fn store_relative(&mut self, holder: NameId, name: &str) -> NameId {
+        if self.get(holder).starts_with(name)
+            && let Some(prefix) = NameId::prefix(name.len())
+        {
+            return prefix;
+        }
+        self.store(name)
+    }
+
+    /// The name at `id`, stored by [`Names::store_relative`] for the holder whose name is at
+    /// `holder`.
+    pub(crate) fn get_relative(&self, holder: NameId, id: NameId) -> &str {
+        match id.prefix_len() {
+            // The holder's name started with the stored name: `len` is a char boundary.
+            Some(len) => &self.get(holder)[..len],
+            None => self.get(id),
+        }
+    }
+
     /// The chunk to append `need` bytes to, started or grown if need be.
     fn chunk_with_room(&mut self, need: usize) -> usize {
         if let Some(last) = self.chunks.last_mut() {
@@ -126,8 +176,9 @@ impl Names {
         self.chunks.len() - 1
     }
 
-    /// The name stored at `id`.
+    /// The name stored at `id`, which [`Names::store`] returned (not a relative id).
     pub(crate) fn get(&self, id: NameId) -> &str {
+        debug_assert!(!id.is_relative(), "a relative id is read with get_relative");
         let text = &self.chunks[id.chunk()];
         let bytes = text.as_bytes();
         let at = id.offset();
@@ -142,7 +193,11 @@ impl Names {
     }
 
     /// Records that the name at `id` is no longer used (it stays readable until compaction).
+    /// A relative id holds no bytes of its own: releasing it does nothing.
     pub(crate) fn release(&mut self, id: NameId) {
+        if id.is_relative() {
+            return;
+        }
         let bytes = stored_len(self.get(id).len());
         self.live -= bytes;
         self.dead += bytes;
@@ -214,6 +269,35 @@ mod tests {
         assert_eq!(names.chunks.len(), 2);
         assert_eq!(names.dead, CHUNK - fit * 100);
         assert_eq!(names.live, (fit + 1) * 100);
+    }
+
+    #[test]
+    fn an_owner_name_that_prefixes_its_holders_is_not_stored_again() {
+        let mut names = Names::default();
+        let pod = names.store("web-5d8f7b6c9-x2k4p");
+        let live = names.live;
+        let owner = names.store_relative(pod, "web-5d8f7b6c9");
+        assert!(owner.is_relative());
+        assert_eq!(names.get_relative(pod, owner), "web-5d8f7b6c9");
+        let empty = names.store_relative(pod, "");
+        assert_eq!(names.get_relative(pod, empty), "");
+        assert_eq!(names.live, live, "prefixes take no bytes");
+        names.release(owner);
+        assert_eq!(names.dead, 0);
+        // Not a prefix: stored. (A prefix ends where one of the holder's characters ends,
+        // since it is a whole string itself.)
+        let other = names.store_relative(pod, "api-7c9d");
+        assert!(!other.is_relative());
+        assert_eq!(names.get_relative(pod, other), "api-7c9d");
+        let accented = names.store("é-1");
+        let cut = names.store_relative(accented, "\u{e9}");
+        assert_eq!(names.get_relative(accented, cut), "é");
+        // Too long to be a prefix id: stored.
+        let long = "x".repeat(70_000);
+        let holder = names.store(&(long.clone() + "-1"));
+        let id = names.store_relative(holder, &long);
+        assert!(!id.is_relative());
+        assert_eq!(names.get_relative(holder, id), long);
     }
 
     #[test]

@@ -31,8 +31,10 @@ pub(crate) struct EdgeRef {
 }
 
 impl EdgeRef {
-    pub(crate) fn from_owner(owner: &NodeOwnerRef, names: &Names) -> EdgeRef {
-        EdgeRef { ty: owner.ty, name: names.get(owner.name).into(), blocks: owner.blocks() }
+    /// The edge copy of `holder`'s reference `owner`.
+    pub(crate) fn from_owner(holder: &Node, owner: &NodeOwnerRef, names: &Names) -> EdgeRef {
+        let name = holder.owner_name(owner, names).into();
+        EdgeRef { ty: owner.ty, name, blocks: owner.blocks() }
     }
 }
 
@@ -42,7 +44,8 @@ impl EdgeRef {
 #[derive(Clone, Debug)]
 pub(crate) struct NodeOwnerRef {
     pub(crate) ty: ObjectType,
-    /// In the [`Names`] of the shard of the node holding the reference.
+    /// In the [`Names`] of the shard of the node holding the reference, relative to that
+    /// node's name (read it with [`Node::owner_name`]).
     pub(crate) name: NameId,
     pub(crate) uid: Uid,
     pub(crate) controller: Option<bool>,
@@ -50,11 +53,11 @@ pub(crate) struct NodeOwnerRef {
 }
 
 impl NodeOwnerRef {
-    /// The public form, for what leaves the graph.
-    pub(crate) fn to_owner_ref(&self, names: &Names) -> OwnerRef {
+    /// The public form, for what leaves the graph: `holder` is the node holding it.
+    pub(crate) fn to_owner_ref(&self, holder: &Node, names: &Names) -> OwnerRef {
         OwnerRef {
             ty: self.ty,
-            name: names.get(self.name).to_owned(),
+            name: holder.owner_name(self, names).to_owned(),
             uid: self.uid,
             controller: self.controller,
             block_owner_deletion: self.block_owner_deletion,
@@ -403,6 +406,16 @@ impl Node {
         names.get(self.name)
     }
 
+    /// The name of `owner`, one of this node's references.
+    pub(crate) fn owner_name<'n>(&self, owner: &NodeOwnerRef, names: &'n Names) -> &'n str {
+        names.get_relative(self.name, owner.name)
+    }
+
+    /// This node's owner references in their public form.
+    pub(crate) fn owner_refs(&self, names: &Names) -> Vec<OwnerRef> {
+        self.owners.iter().map(|r| r.to_owner_ref(self, names)).collect()
+    }
+
     pub(crate) fn identity(&self, names: &Names) -> ObjectReference {
         ObjectReference {
             ty: self.ty,
@@ -430,6 +443,13 @@ impl Node {
         self.ty = identity.ty;
         self.namespace = identity.namespace;
         if renamed {
+            // References stored as a prefix of the old name get copies of their own first.
+            for owner in self.owners.as_mut_slice() {
+                if owner.name.is_relative() {
+                    let text = names.get_relative(self.name, owner.name).to_owned();
+                    owner.name = names.store(&text);
+                }
+            }
             names.release(self.name);
             self.name = names.store(&identity.name);
         }
@@ -682,6 +702,33 @@ mod observed_state_tests {
             let read: Vec<&str> = owners.iter().map(|r| names.get(r.name)).collect();
             assert_eq!(read, (0..n).map(|i| format!("owner-{i}")).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn references_named_by_a_prefix_of_the_node_name_survive_a_rename() {
+        let names = &mut Names::default();
+        let mut n = node(names);
+        n.set_identity(
+            ObjectReference { name: "web-5d8f-x2k4p".into(), ..n.identity(names) },
+            names,
+        );
+        let owner = |name: &str, names: &mut Names, holder: NameId| NodeOwnerRef {
+            ty: ObjectType::new("apps/v1", "ReplicaSet"),
+            name: names.store_relative(holder, name),
+            uid: Uid::from_u128(9),
+            controller: Some(true),
+            block_owner_deletion: None,
+        };
+        let refs = [owner("web-5d8f", names, n.name), owner("db-1", names, n.name)];
+        n.replace_owners(refs.into_iter().collect(), names);
+        assert!(n.owners.as_slice()[0].name.is_relative());
+        let read = |n: &Node, names: &Names| -> Vec<String> {
+            n.owner_refs(names).into_iter().map(|r| r.name).collect()
+        };
+        assert_eq!(read(&n, names), ["web-5d8f", "db-1"]);
+        n.set_identity(ObjectReference { name: "renamed".into(), ..n.identity(names) }, names);
+        assert_eq!(read(&n, names), ["web-5d8f", "db-1"], "the prefix was copied out first");
+        assert!(!n.owners.as_slice()[0].name.is_relative());
     }
 
     #[test]

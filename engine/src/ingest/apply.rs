@@ -176,7 +176,9 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                         node.mark_deleting_dependents();
                     }
                 }
-                node.owners = ev.owners.iter().map(|r| r.to_node_owner_ref(names)).collect();
+                let holder = node.name;
+                node.owners =
+                    ev.owners.iter().map(|r| r.to_node_owner_ref(holder, names)).collect();
                 node.set_observed_version(ev.resource_version, ev.state.has_gc_finalizers());
                 shard.insert(node);
             }
@@ -186,10 +188,12 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 }
                 // Exactly the event's list whenever it differs, repeated UIDs included (an
                 // empty references diff does not mean an unchanged list; see diff.rs).
-                let current = n.owners.iter().map(|r| RefView::of_node(r, names));
+                let current = n.owners.iter().map(|r| RefView::of_node(n, r, names));
                 let changed = !current.eq(ev.owners.iter().copied());
                 if changed {
-                    let owners = ev.owners.iter().map(|r| r.to_node_owner_ref(names)).collect();
+                    let holder = n.name;
+                    let owners =
+                        ev.owners.iter().map(|r| r.to_node_owner_ref(holder, names)).collect();
                     n.replace_owners(owners, names);
                 }
                 if ev.state.deletion_timestamp {

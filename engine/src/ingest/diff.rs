@@ -87,7 +87,7 @@ fn known_from_graph<'x>(shard: &'x Shard, uid: Uid) -> Known<'x> {
             ty: n.ty,
             namespace: n.namespace,
             name: n.name(shard.names()),
-            owners: n.owners.iter().map(|r| RefView::of_node(r, shard.names())).collect(),
+            owners: n.owners.iter().map(|r| RefView::of_node(n, r, shard.names())).collect(),
         },
     }
 }

@@ -291,7 +291,8 @@ impl Ingester {
                 OutKind::InvalidNamespace { dependent, owner } => {
                     let warning = self.graph.with_node(dependent, |d, names| {
                         let r = d.owners.iter().find(|o| o.uid == owner)?;
-                        Some(invalid_namespace_warning(&d.identity(names), &r.to_owner_ref(names)))
+                        let r = r.to_owner_ref(d, names);
+                        Some(invalid_namespace_warning(&d.identity(names), &r))
                     });
                     if let Some(Some(w)) = warning {
                         out.warnings.push(w);

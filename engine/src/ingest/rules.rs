@@ -6,7 +6,8 @@
 
 use std::cmp::Ordering;
 
-use crate::graph::names::Names;
+use crate::graph::Node;
+use crate::graph::names::{NameId, Names};
 use crate::graph::node::NodeOwnerRef;
 use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -22,11 +23,11 @@ pub(crate) struct RefView<'a> {
 }
 
 impl<'a> RefView<'a> {
-    /// A node's reference; `names` are its shard's.
-    pub(crate) fn of_node(r: &NodeOwnerRef, names: &'a Names) -> RefView<'a> {
+    /// `holder`'s reference `r`; `names` are its shard's.
+    pub(crate) fn of_node(holder: &Node, r: &NodeOwnerRef, names: &'a Names) -> RefView<'a> {
         RefView {
             ty: r.ty,
-            name: names.get(r.name),
+            name: holder.owner_name(r, names),
             uid: r.uid,
             controller: r.controller,
             block_owner_deletion: r.block_owner_deletion,
@@ -53,11 +54,12 @@ impl<'a> RefView<'a> {
         }
     }
 
-    /// The reference as a node keeps it, its name stored in `names` (the node's shard's).
-    pub(crate) fn to_node_owner_ref(self, names: &mut Names) -> NodeOwnerRef {
+    /// The reference as the node whose name is at `holder` keeps it, its name stored in
+    /// `names` (the node's shard's) unless it is a prefix of the node's.
+    pub(crate) fn to_node_owner_ref(self, holder: NameId, names: &mut Names) -> NodeOwnerRef {
         NodeOwnerRef {
             ty: self.ty,
-            name: names.store(self.name),
+            name: names.store_relative(holder, self.name),
             uid: self.uid,
             controller: self.controller,
             block_owner_deletion: self.block_owner_deletion,
