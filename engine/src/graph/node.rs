@@ -386,13 +386,19 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// A virtual node of `identity`, its name stored in `names` (its shard's).
-    pub(crate) fn new_virtual(identity: &ObjectReference, names: &mut Names) -> Node {
+    /// A virtual node of this identity, its name stored in `names` (its shard's).
+    pub(crate) fn new_virtual(
+        ty: ObjectType,
+        namespace: Namespace,
+        name: &str,
+        uid: Uid,
+        names: &mut Names,
+    ) -> Node {
         Node {
-            ty: identity.ty,
-            namespace: identity.namespace,
-            name: names.store(&identity.name),
-            uid: identity.uid,
+            ty,
+            namespace,
+            name: names.store(name),
+            uid,
             incarnation: 0,
             flags: flags::VIRTUAL,
             resource_version: [0; 7],
@@ -609,13 +615,8 @@ mod observed_state_tests {
     use super::*;
 
     fn node(names: &mut Names) -> Node {
-        let identity = ObjectReference {
-            ty: ObjectType::new("v1", "Pod"),
-            namespace: Namespace::new("ns"),
-            name: "p".into(),
-            uid: Uid::parse("00000000-0000-4000-8000-000000000001"),
-        };
-        Node::new_virtual(&identity, names)
+        let uid = Uid::parse("00000000-0000-4000-8000-000000000001");
+        Node::new_virtual(ObjectType::new("v1", "Pod"), Namespace::new("ns"), "p", uid, names)
     }
 
     fn reference(name: &str, blocks: bool) -> [(ObjectType, &str, bool); 1] {

@@ -168,7 +168,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
         EventType::Add | EventType::Update => match shard.get_mut(ev.uid) {
             None => {
                 let names = shard.names_mut();
-                let mut node = Node::new_virtual(&ev.identity(), names);
+                let mut node = Node::new_virtual(ev.ty, ev.namespace, ev.name, ev.uid, names);
                 node.flags = 0;
                 if ev.state.deletion_timestamp {
                     node.mark_being_deleted();
@@ -284,14 +284,8 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
             let refs = ev.edge_refs(r.uid);
             match shard.get_mut(r.uid) {
                 None => {
-                    let identity = ObjectReference {
-                        ty: r.ty,
-                        namespace: dep_namespace,
-                        name: r.name.to_owned(),
-                        uid: r.uid,
-                    };
                     let names = shard.names_mut();
-                    let mut owner = Node::new_virtual(&identity, names);
+                    let mut owner = Node::new_virtual(r.ty, dep_namespace, r.name, r.uid, names);
                     owner.insert_dependent(ev.uid, dep_namespace, refs, names);
                     em.emit(OutKind::Enqueue(Enqueue::VerifyVirtual(key(&owner))));
                     shard.insert(owner);
