@@ -306,7 +306,7 @@ impl<C: Cluster> Collector<C> {
     }
 
     /// Why the last attempt on the object `uid` failed, while it is being retried (the most
-    /// recent [`LAST_ERRORS`] items).
+    /// recent `LAST_ERRORS` items).
     pub fn last_error(&self, uid: crate::Uid) -> Option<String> {
         self.last_errors.lock().peek(&uid).cloned()
     }

@@ -2,9 +2,10 @@
 //!
 //! Upstream: `graph.go` (`node`, `concurrentUIDToNode`); GC-SPEC.md §1.2-1.3.
 //!
-//! The graph is `N` shards (`N` a power of two), each a `hashbrown` table of [`node`]s behind
-//! its own cache-padded readers-writer lock. A node's shard is a function of its UID's hash;
-//! ingestion ([`crate::ingest`]) writes shards in parallel, workers read them.
+//! The graph is `N` shards (`N` a power of two), each a `hashbrown` table of nodes (`node.rs`)
+//! and their names (`names.rs`) behind its own cache-padded readers-writer lock. A node's shard
+//! is a function of its UID's hash; ingestion ([`crate::ingest`]) writes shards in parallel,
+//! workers read them.
 //!
 //! # Invariants
 //!

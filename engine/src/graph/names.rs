@@ -9,8 +9,8 @@
 //!
 //! A [`NameId`] means something only to the [`Names`] of the shard that stored it, and only
 //! until that shard compacts. So ids never leave their shard: what leaves the graph copies the
-//! text out under the shard's lock, and [`super::Shard::compact_names`], which rewrites every
-//! id the shard holds, runs under its write lock. A name replaced or removed is
+//! text out under the shard's lock, and [`super::Shard::compact_names_if_wasteful`], which
+//! rewrites every id the shard holds, runs under its write lock. A name replaced or removed is
 //! [`Names::release`]d: its bytes are dead until the next compaction, which runs once the dead
 //! bytes outweigh the live ones (see [`Names::is_wasteful`]), so a shard's names never take
 //! much more than twice what its live names need.
@@ -28,7 +28,8 @@
 //! # Layout
 //!
 //! Each name is its length, then its bytes. The length is one byte below 127, or the byte 127
-//! and five base-128 digits; every length byte is ASCII, so a chunk stays a valid `String`
+//! and five base-128 digits (35 bits; an object's name is at most a few MiB, the API server's
+//! request limit); every length byte is ASCII, so a chunk stays a valid `String`
 //! and reading a name back is a slice of it, with no check of its UTF-8. Chunks hold up to
 //! [`CHUNK`] bytes; a name does not straddle chunks (a name longer than a chunk gets a chunk of
 //! its own). The last chunk grows by doubling, so a shard of a small graph takes little.
@@ -199,7 +200,8 @@ impl Names {
             return;
         }
         let bytes = stored_len(self.get(id).len());
-        self.live -= bytes;
+        // Saturating: a miscount could only mistime a compaction, never lose a name.
+        self.live = self.live.saturating_sub(bytes);
         self.dead += bytes;
     }
 

@@ -379,7 +379,7 @@ pub(crate) struct Node {
     /// 128 bytes it took without it (the padding after `flags`).
     pub(crate) resource_version: [u8; 7],
     /// The object's ownerReferences as last observed (empty for virtual nodes). Written only by
-    /// the object's own events, through [`Node::replace_owners`].
+    /// the object's own events: set on the new node, then through [`Node::replace_owners`].
     pub(crate) owners: Owners,
     /// The objects whose ownerReferences name this node's UID, as of the last applied event.
     pub(crate) dependents: Dependents,

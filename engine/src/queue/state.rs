@@ -12,7 +12,7 @@ use super::{Core, Delayed, State, URGENT_BURST};
 
 impl<T: Clone + Eq + Hash> State<T> {
     /// Puts an item that just became ready into its lane (the front of the urgent lane for
-    /// [`WorkQueue::add_urgent_first`]).
+    /// [`super::WorkQueue::add_urgent_first`]).
     pub(super) fn push_back(&mut self, item: T) {
         match self.urgent_marks.remove(&item) {
             Some(true) => self.urgent.push_front(item),
