@@ -92,7 +92,6 @@ impl<'a> Prepared<'a> {
         }
     }
 
-    /// Whether the identity from this event equals `node`'s.
     /// Whether the identity from this event equals `node`'s (`names` are its shard's).
     pub(crate) fn identity_eq(
         &self,
