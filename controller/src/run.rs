@@ -123,7 +123,11 @@ impl Controller {
             cluster = cluster.with_shadow(shadow.clone());
         }
         let metrics = Arc::new(Metrics::default());
-        let (tx, rx) = mpsc::channel::<WatcherMsg>(64);
+        // Eight chunks of up to `--batch-size` notifications (32k objects by default) keep the
+        // graph builder fed while it applies a batch; a deeper queue only held more decoded
+        // metadata in memory ahead of the graph (64 chunks: 270 → 246 B of peak RSS per object
+        // at 1M objects, time and CPU unchanged; README, "End-to-end warm-up").
+        let (tx, rx) = mpsc::channel::<WatcherMsg>(8);
         let graph_changes = Arc::new(GraphChanges::new());
         let attempt_to_delete = Arc::new(WorkQueue::new("garbage_collector_attempt_to_delete"));
         let attempt_to_orphan = Arc::new(WorkQueue::new("garbage_collector_attempt_to_orphan"));
