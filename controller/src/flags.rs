@@ -160,6 +160,13 @@ pub struct Flags {
     #[arg(long, default_value_t = kube_gc_engine::identity::DEFAULT_MAX_INTERNED_UIDS)]
     pub max_non_uuid_uids: usize,
 
+    /// Most distinct apiVersion and kind strings held at once (any writer of ownerReferences
+    /// can invent them; every type the cluster serves is held regardless); past it, objects
+    /// naming a new one, or one longer than 317 bytes, are left out of the graph, with an
+    /// error in the log and `kube_gc_ingest_rejected_events_total`.
+    #[arg(long, default_value_t = kube_gc_engine::identity::DEFAULT_MAX_INTERNED_TYPE_STRINGS)]
+    pub max_owner_types: usize,
+
     /// Skip re-verifying a virtual owner once the informer has observed it in place (it would
     /// cost two GETs and can find nothing upstream's other paths do not; see the engine's
     /// `CollectorOptions`). `=false` reproduces upstream's API calls exactly.

@@ -132,8 +132,13 @@ impl KubeCluster {
         self.events.counts()
     }
 
-    /// Replaces the restMapper's contents (after discovery).
+    /// Replaces the restMapper's contents (after discovery), and interns every type it maps:
+    /// the cap on types ([`kube_gc_engine::identity`]) then never refuses one the cluster
+    /// serves.
     pub fn set_mapper(&self, mapper: HashMap<(String, String), Resource>) {
+        for (api_version, kind) in mapper.keys() {
+            ObjectType::new(api_version, kind);
+        }
         *self.mapper.write().expect("mapper lock") = mapper;
     }
 

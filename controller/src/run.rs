@@ -114,6 +114,7 @@ impl Controller {
     /// Builds the controller and starts its ingest loop and debug server.
     pub async fn start(flags: Flags, client: Client) -> crate::Result<Controller> {
         kube_gc_engine::identity::set_max_interned_uids(flags.max_non_uuid_uids);
+        kube_gc_engine::identity::set_max_interned_type_strings(flags.max_owner_types);
         let graph = Arc::new(Graph::new(flags.shards)?);
         let shadow = flags.dry_run.then(|| Arc::new(crate::shadow::Shadow::default()));
         let mut cluster =

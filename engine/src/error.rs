@@ -28,6 +28,9 @@ pub enum IngestError {
     /// A non-UUID UID past the cap on interned UIDs (see [`crate::identity`]).
     #[error(transparent)]
     UidCapacity(#[from] crate::identity::UidCapacityError),
+    /// An owner reference's apiVersion or kind past the cap on types (see [`crate::identity`]).
+    #[error(transparent)]
+    TypeCapacity(#[from] crate::identity::TypeCapacityError),
     /// An owner reference lacks a field the collector cannot do without.
     #[error("object {uid}: ownerReferences[{index}] has no {field}")]
     InvalidOwnerReference {

@@ -20,8 +20,17 @@
 //! wrongly deleted). [`Uid::parse`] is for trusted text and still interns.
 //!
 //! apiVersion+kind pairs ([`ObjectType`]) and namespaces ([`Namespace`]) are interned into small
-//! integers in process-wide tables. Those sets are small and bounded by the cluster's API surface
-//! and namespaces, so the tables only grow and their strings live for the process.
+//! integers in process-wide tables, which only grow: their strings live for the process. The
+//! namespaces are bounded by the cluster's namespaces, and the types the cluster serves by its
+//! API surface, but an ownerReference's apiVersion and kind are whatever its writer put there
+//! (the API server checks only that they are not empty), and one object may carry thousands of
+//! references. So ingestion interns them with [`ObjectType::try_new`], which refuses a string
+//! longer than any served type can have ([`MAX_TYPE_STRING_LEN`]) and, past a cap on how many
+//! are held ([`set_max_interned_type_strings`], default [`DEFAULT_MAX_INTERNED_TYPE_STRINGS`]),
+//! a string not interned yet. The event is then rejected with [`TypeCapacityError`], as past
+//! the UID cap, and its object kept out of the graph. Neither refusal can refuse a type the
+//! cluster serves: the controller interns every discovered type with [`ObjectType::new`],
+//! which has no cap, before anything is ingested or decided, and no served type is that long.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -81,6 +90,51 @@ pub struct UidCapacityError {
     pub uid: String,
     /// The cap in force.
     pub max: usize,
+}
+
+/// The longest apiVersion or kind a served type can have: a group is a DNS subdomain (253
+/// bytes), a version and a kind DNS labels (63), so `group/version` takes at most 317.
+pub const MAX_TYPE_STRING_LEN: usize = 253 + 1 + 63;
+
+/// The default cap on interned apiVersion and kind strings, together. A cluster serves a few
+/// hundred; at the cap they hold at most about 6 MiB.
+pub const DEFAULT_MAX_INTERNED_TYPE_STRINGS: usize = 1 << 14;
+
+static MAX_INTERNED_TYPE_STRINGS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_INTERNED_TYPE_STRINGS);
+
+/// Sets how many distinct apiVersion and kind strings [`ObjectType::try_new`] interns at most,
+/// process-wide.
+pub fn set_max_interned_type_strings(max: usize) {
+    MAX_INTERNED_TYPE_STRINGS.store(max, Ordering::Relaxed);
+}
+
+/// How many apiVersion and kind strings are interned now.
+pub fn interned_type_strings() -> usize {
+    type_interner().len()
+}
+
+/// [`ObjectType::try_new`] refused an apiVersion or kind: too long to name a served type, or
+/// new past the cap. The strings are cut to 64 bytes here (they may be megabytes long).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "type {api_version:?}/{kind:?} is refused: an apiVersion or kind longer than {MAX_TYPE_STRING_LEN} bytes names no served type, and {max} such strings are the most held (the cap on types, which any writer of ownerReferences could otherwise grow without bound)"
+)]
+pub struct TypeCapacityError {
+    /// The refused apiVersion, cut to 64 bytes.
+    pub api_version: String,
+    /// The refused kind, cut to 64 bytes.
+    pub kind: String,
+    /// The cap in force.
+    pub max: usize,
+}
+
+/// `text` cut to at most 64 bytes, on a character boundary.
+fn cut(text: &str) -> String {
+    let mut end = text.len().min(64);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// `hi` of every interned UID.
@@ -309,13 +363,23 @@ impl Interner {
 
     /// `intern`, answered from `local` when this thread saw `text` before.
     fn intern_cached(&self, local: &'static std::thread::LocalKey<LocalIds>, text: &str) -> u32 {
+        self.intern_cached_bounded(local, text, usize::MAX).expect("no cap")
+    }
+
+    /// `intern_bounded`, answered from `local` when this thread saw `text` before.
+    fn intern_cached_bounded(
+        &self,
+        local: &'static std::thread::LocalKey<LocalIds>,
+        text: &str,
+        max: usize,
+    ) -> Option<u32> {
         if let Some(id) = local.with(|l| l.borrow().get(text).copied()) {
-            return id;
+            return Some(id);
         }
-        let id = self.intern(text);
+        let id = self.intern_bounded(text, max)?;
         let leaked = self.resolve(id);
         local.with(|l| l.borrow_mut().insert(leaked, id));
-        id
+        Some(id)
     }
 
     /// `intern`, unless `text` is new and `max` strings are interned already. The cap is
@@ -404,6 +468,20 @@ impl ObjectType {
             api_version: i.intern_cached(&LOCAL_TYPE_IDS, api_version),
             kind: i.intern_cached(&LOCAL_TYPE_IDS, kind),
         }
+    }
+
+    /// Interns `api_version` and `kind` from untrusted text (an ownerReference), refusing
+    /// either if it is longer than [`MAX_TYPE_STRING_LEN`], or new once
+    /// [`set_max_interned_type_strings`]'s cap is reached (see the module docs).
+    pub fn try_new(api_version: &str, kind: &str) -> Result<ObjectType, TypeCapacityError> {
+        let max = MAX_INTERNED_TYPE_STRINGS.load(Ordering::Relaxed);
+        let refused = || TypeCapacityError { api_version: cut(api_version), kind: cut(kind), max };
+        if api_version.len() > MAX_TYPE_STRING_LEN || kind.len() > MAX_TYPE_STRING_LEN {
+            return Err(refused());
+        }
+        let i = type_interner();
+        let intern = |text| i.intern_cached_bounded(&LOCAL_TYPE_IDS, text, max).ok_or_else(refused);
+        Ok(ObjectType { api_version: intern(api_version)?, kind: intern(kind)? })
     }
 
     /// The apiVersion, as `group/version` or `version` for the core group.

@@ -6,6 +6,7 @@
 use super::{Collector, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::graph::{NodeKey, NodeView};
+use crate::identity::{ObjectType, OwnerRef, Uid};
 use crate::meta::ObjectMeta;
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use crate::patch;
@@ -197,8 +198,8 @@ impl<C: Cluster> Collector<C> {
             }
         };
         // The live owner references, not the graph's.
-        let owners: Vec<_> =
-            latest.owner_references.iter().map(patch::owner_ref_from_api).collect();
+        let owners =
+            latest.owner_references.iter().map(live_owner_ref).collect::<Result<Vec<_>, _>>()?;
         if owners.is_empty() {
             tracing::debug!(item = %identity, "item doesn't have an owner, continue on next item");
             return Ok(DeleteItemResult::Kept);
@@ -413,4 +414,27 @@ fn policy_for_finalizers(meta: &ObjectMeta) -> PropagationPolicy {
     } else {
         PropagationPolicy::Background
     }
+}
+
+/// A live owner reference in the graph's form, interned as ingestion interns it: untrusted
+/// text, so past the caps on types and non-UUID UIDs (see [`crate::identity`]) the decision
+/// stops and the item is kept and retried.
+///
+/// A refused type is one no discovered resource has (the controller interns each of those
+/// without a cap before anything is decided, and none is longer than the length limit), so
+/// upstream could not map it either: its classifyReferences fails on the same reference and
+/// requeues the item, as [`ItemError::RestMapping`] does here. A refused UID is a departure:
+/// upstream would look that owner up, where kube-gc keeps the item (it keeps the object out of
+/// the graph too).
+fn live_owner_ref(r: &crate::meta::OwnerReference) -> Result<OwnerRef, ItemError> {
+    let ty = ObjectType::try_new(&r.api_version, &r.kind)
+        .map_err(|e| ItemError::RestMapping(format!("{}/{}", e.api_version, e.kind)))?;
+    let uid = Uid::try_parse(&r.uid).map_err(|e| ItemError::Other(e.to_string()))?;
+    Ok(OwnerRef {
+        ty,
+        name: r.name.clone(),
+        uid,
+        controller: r.controller,
+        block_owner_deletion: r.block_owner_deletion,
+    })
 }

@@ -61,7 +61,7 @@ impl<'a> Prepared<'a> {
                 });
             }
             owners.push(RefView {
-                ty: ObjectType::new(&r.api_version, &r.kind),
+                ty: ObjectType::try_new(&r.api_version, &r.kind)?,
                 name: &r.name,
                 uid: Uid::try_parse(&r.uid)?,
                 controller: r.controller,
