@@ -160,10 +160,10 @@ pub struct Flags {
     #[arg(long, default_value_t = kube_gc_engine::identity::DEFAULT_MAX_INTERNED_UIDS)]
     pub max_non_uuid_uids: usize,
 
-    /// Most distinct apiVersion and kind strings held at once (any writer of ownerReferences
-    /// can invent them; every type the cluster serves is held regardless); past it, objects
-    /// naming a new one, or one longer than 317 bytes, are left out of the graph, with an
-    /// error in the log and `kube_gc_ingest_rejected_events_total`.
+    /// Most distinct apiVersion and kind strings, and pairs of them, held (any writer of
+    /// ownerReferences can invent them; every type the cluster serves is held regardless);
+    /// past it, objects naming a new one, or a string longer than 317 bytes, are left out of
+    /// the graph, with an error in the log and `kube_gc_ingest_rejected_events_total`.
     #[arg(long, default_value_t = kube_gc_engine::identity::DEFAULT_MAX_INTERNED_TYPE_STRINGS)]
     pub max_owner_types: usize,
 

@@ -27,7 +27,7 @@
 //! references. So ingestion interns them with [`ObjectType::try_new`], which refuses a string
 //! longer than any served type can have ([`MAX_TYPE_STRING_LEN`]) and, past a cap on how many
 //! are held ([`set_max_interned_type_strings`], default [`DEFAULT_MAX_INTERNED_TYPE_STRINGS`]),
-//! a string not interned yet. The event is then rejected with [`TypeCapacityError`], as past
+//! a string not interned yet, or a new pair of held ones. The event is then rejected with [`TypeCapacityError`], as past
 //! the UID cap, and its object kept out of the graph. Neither refusal can refuse a type the
 //! cluster serves: the controller interns every discovered type with [`ObjectType::new`],
 //! which has no cap, before anything is ingested or decided, and no served type is that long.
@@ -96,14 +96,14 @@ pub struct UidCapacityError {
 /// bytes), a version and a kind DNS labels (63), so `group/version` takes at most 317.
 pub const MAX_TYPE_STRING_LEN: usize = 253 + 1 + 63;
 
-/// The default cap on interned apiVersion and kind strings, together. A cluster serves a few
-/// hundred; at the cap they hold at most about 6 MiB.
+/// The default cap on interned apiVersion and kind strings, together, and on their pairs. A
+/// cluster serves a few hundred types; at the cap they hold at most about 6 MiB.
 pub const DEFAULT_MAX_INTERNED_TYPE_STRINGS: usize = 1 << 14;
 
 static MAX_INTERNED_TYPE_STRINGS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_INTERNED_TYPE_STRINGS);
 
-/// Sets how many distinct apiVersion and kind strings [`ObjectType::try_new`] interns at most,
-/// process-wide.
+/// Sets how many distinct apiVersion and kind strings, and how many pairs of them,
+/// [`ObjectType::try_new`] interns at most, process-wide.
 pub fn set_max_interned_type_strings(max: usize) {
     MAX_INTERNED_TYPE_STRINGS.store(max, Ordering::Relaxed);
 }
@@ -113,11 +113,16 @@ pub fn interned_type_strings() -> usize {
     type_interner().len()
 }
 
+/// How many (apiVersion, kind) pairs are interned now: each [`ObjectType`] made so far.
+pub fn interned_type_pairs() -> usize {
+    type_pairs().inner.read().pairs.len()
+}
+
 /// [`ObjectType::try_new`] refused an apiVersion or kind: too long to name a served type, or
 /// new past the cap. The strings are cut to 64 bytes here (they may be megabytes long).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "type {api_version:?}/{kind:?} is refused: an apiVersion or kind longer than {MAX_TYPE_STRING_LEN} bytes names no served type, and {max} such strings are the most held (the cap on types, which any writer of ownerReferences could otherwise grow without bound)"
+    "type {api_version:?}/{kind:?} is refused: an apiVersion or kind longer than {MAX_TYPE_STRING_LEN} bytes names no served type, and {max} such strings, or pairs of them, are the most held (the cap on types, which any writer of ownerReferences could otherwise grow without bound)"
 )]
 pub struct TypeCapacityError {
     /// The refused apiVersion, cut to 64 bytes.
@@ -432,6 +437,8 @@ impl Interner {
 
 thread_local! {
     static LOCAL_TYPE_IDS: LocalIds = LocalIds::default();
+    static LOCAL_TYPE_PAIRS: std::cell::RefCell<hashbrown::HashMap<(u32, u32), u32>> =
+        std::cell::RefCell::default();
     static LOCAL_NAMESPACE_IDS: LocalIds = LocalIds::default();
 }
 
@@ -441,9 +448,57 @@ fn uid_interner() -> &'static Interner {
 }
 
 fn type_interner() -> &'static Interner {
-    // apiVersion and kind interned separately; an `ObjectType` packs the two ids.
+    // apiVersion and kind strings; an `ObjectType` is the id of their pair (`type_pairs`).
     static I: OnceLock<Interner> = OnceLock::new();
     I.get_or_init(|| Interner::new(&[""]))
+}
+
+/// The interned (apiVersion, kind) pairs, their strings interned in [`type_interner`]: a
+/// pair's index is its [`ObjectType`].
+struct TypePairs {
+    inner: RwLock<TypePairsInner>,
+}
+
+struct TypePairsInner {
+    ids: hashbrown::HashMap<(u32, u32), u32>,
+    pairs: Vec<(&'static str, &'static str)>,
+}
+
+impl TypePairs {
+    /// The pair of the interned strings `api_version` and `kind`, unless it is new and `max`
+    /// pairs are held already.
+    fn intern(&self, api_version: u32, kind: u32, max: usize) -> Option<u32> {
+        if let Some(&id) = self.inner.read().ids.get(&(api_version, kind)) {
+            return Some(id);
+        }
+        let strings = type_interner();
+        let texts = (strings.resolve(api_version), strings.resolve(kind));
+        let mut inner = self.inner.write();
+        if let Some(&id) = inner.ids.get(&(api_version, kind)) {
+            return Some(id);
+        }
+        if inner.pairs.len() >= max {
+            return None;
+        }
+        let id = u32::try_from(inner.pairs.len()).expect("more than 2^32 type pairs");
+        inner.pairs.push(texts);
+        inner.ids.insert((api_version, kind), id);
+        Some(id)
+    }
+
+    fn resolve(&self, id: u32) -> (&'static str, &'static str) {
+        self.inner.read().pairs.get(id as usize).copied().unwrap_or(("", ""))
+    }
+}
+
+fn type_pairs() -> &'static TypePairs {
+    static P: OnceLock<TypePairs> = OnceLock::new();
+    P.get_or_init(|| {
+        // The empty pair (both strings the type interner's id 0) is `ObjectType::default()`.
+        let inner =
+            TypePairsInner { ids: [((0, 0), 0)].into_iter().collect(), pairs: vec![("", "")] };
+        TypePairs { inner: RwLock::new(inner) }
+    })
 }
 
 fn namespace_interner() -> &'static Interner {
@@ -453,45 +508,50 @@ fn namespace_interner() -> &'static Interner {
 
 /// An interned (apiVersion, kind) pair: the coordinates that say what type an object is.
 ///
-/// Equality is equality of both strings. [`ObjectType::default`] is the empty pair.
+/// One 4-byte id for the pair (a node and each of its owner references hold one). Equality is
+/// equality of both strings. [`ObjectType::default`] is the empty pair.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct ObjectType {
-    api_version: u32,
-    kind: u32,
-}
+pub struct ObjectType(u32);
 
 impl ObjectType {
     /// Interns `api_version` (`v1`, `apps/v1`, …) and `kind` (`Pod`, …).
     pub fn new(api_version: &str, kind: &str) -> ObjectType {
-        let i = type_interner();
-        ObjectType {
-            api_version: i.intern_cached(&LOCAL_TYPE_IDS, api_version),
-            kind: i.intern_cached(&LOCAL_TYPE_IDS, kind),
-        }
+        ObjectType::intern(api_version, kind, usize::MAX).expect("no cap")
     }
 
     /// Interns `api_version` and `kind` from untrusted text (an ownerReference), refusing
     /// either if it is longer than [`MAX_TYPE_STRING_LEN`], or new once
-    /// [`set_max_interned_type_strings`]'s cap is reached (see the module docs).
+    /// [`set_max_interned_type_strings`]'s cap is reached (see the module docs). The pair is
+    /// held under the same cap.
     pub fn try_new(api_version: &str, kind: &str) -> Result<ObjectType, TypeCapacityError> {
         let max = MAX_INTERNED_TYPE_STRINGS.load(Ordering::Relaxed);
         let refused = || TypeCapacityError { api_version: cut(api_version), kind: cut(kind), max };
         if api_version.len() > MAX_TYPE_STRING_LEN || kind.len() > MAX_TYPE_STRING_LEN {
             return Err(refused());
         }
-        let i = type_interner();
-        let intern = |text| i.intern_cached_bounded(&LOCAL_TYPE_IDS, text, max).ok_or_else(refused);
-        Ok(ObjectType { api_version: intern(api_version)?, kind: intern(kind)? })
+        ObjectType::intern(api_version, kind, max).ok_or_else(refused)
+    }
+
+    fn intern(api_version: &str, kind: &str, max: usize) -> Option<ObjectType> {
+        let strings = type_interner();
+        let av = strings.intern_cached_bounded(&LOCAL_TYPE_IDS, api_version, max)?;
+        let k = strings.intern_cached_bounded(&LOCAL_TYPE_IDS, kind, max)?;
+        if let Some(id) = LOCAL_TYPE_PAIRS.with(|l| l.borrow().get(&(av, k)).copied()) {
+            return Some(ObjectType(id));
+        }
+        let id = type_pairs().intern(av, k, max)?;
+        LOCAL_TYPE_PAIRS.with(|l| l.borrow_mut().insert((av, k), id));
+        Some(ObjectType(id))
     }
 
     /// The apiVersion, as `group/version` or `version` for the core group.
     pub fn api_version(self) -> &'static str {
-        type_interner().resolve(self.api_version)
+        type_pairs().resolve(self.0).0
     }
 
     /// The kind.
     pub fn kind(self) -> &'static str {
-        type_interner().resolve(self.kind)
+        type_pairs().resolve(self.0).1
     }
 
     /// The API group (`""` for the core group).

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use futures::executor::block_on;
 use kube_gc_engine::collector::{CollectorOptions, ItemError, Outcome};
 use kube_gc_engine::identity::{
-    MAX_TYPE_STRING_LEN, interned_type_strings, interned_uids, set_max_interned_type_strings,
-    set_max_interned_uids,
+    MAX_TYPE_STRING_LEN, interned_type_pairs, interned_type_strings, interned_uids,
+    set_max_interned_type_strings, set_max_interned_uids,
 };
 use kube_gc_engine::{
     Event, EventType, Graph, IngestError, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
@@ -131,6 +131,16 @@ fn hostile_owner_types_stop_at_the_cap_and_served_types_pass() {
         .collect();
     assert_eq!(ingester.ingest(&more).errors.len(), 1000);
     assert_eq!(interned_type_strings(), held);
+    // New pairs of held strings stop at the cap too.
+    set_max_interned_type_strings(interned_type_pairs() + 10);
+    let pairs: Vec<Event> = (0..1000u64)
+        .filter(|&i| graph.node(Uid::parse(&uuid(i))).is_some())
+        .map(|i| typed_pod(&uuid(70_000 + i), &uuid(80_000 + i), "v1", &format!("Kind{i}")))
+        .collect();
+    assert_eq!(pairs.len(), room, "the held kinds");
+    assert_eq!(ingester.ingest(&pairs).errors.len(), room - 10);
+    assert_eq!(interned_type_strings(), held);
+    set_max_interned_type_strings(held);
     // A type the cluster serves, interned by discovery past the cap, passes; so do types held.
     ObjectType::new("served.io/v1", "Gadget");
     let fine = [

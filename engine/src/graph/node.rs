@@ -375,8 +375,7 @@ pub(crate) struct Node {
     /// below 2^56 (every etcd-backed server writes its revision); zero for virtual nodes and
     /// unknown versions. Lets the collector decide on an item from its observed state and
     /// delete it with this version as a precondition instead of reading it first
-    /// (`CollectorOptions::read_items_from_graph`). Seven bytes, so that the node stays in the
-    /// 128 bytes it took without it (the padding after `flags`).
+    /// (`CollectorOptions::read_items_from_graph`). Seven bytes: with `flags`, one word.
     pub(crate) resource_version: [u8; 7],
     /// The object's ownerReferences as last observed (empty for virtual nodes). Written only by
     /// the object's own events: set on the new node, then through [`Node::replace_owners`].
@@ -669,10 +668,10 @@ mod observed_state_tests {
     }
 
     #[test]
-    fn node_should_stay_within_88_bytes() {
+    fn node_should_stay_within_80_bytes() {
         // The graph's memory per object is mostly this; the names live in the shard's arena,
         // and a slot of the shard's slab (`Option<Node>`) takes no more than the node.
-        assert!(std::mem::size_of::<Node>() <= 88, "{}", std::mem::size_of::<Node>());
+        assert!(std::mem::size_of::<Node>() <= 80, "{}", std::mem::size_of::<Node>());
         assert_eq!(std::mem::size_of::<Option<Node>>(), std::mem::size_of::<Node>());
         assert!(std::mem::size_of::<NodeOwnerRef>() <= 32);
         assert_eq!(std::mem::size_of::<Owners>(), std::mem::size_of::<NodeOwnerRef>());
