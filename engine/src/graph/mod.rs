@@ -445,8 +445,9 @@ impl Graph {
                 for d in n.dependents.iter() {
                     // Read back as the collector reads it (compact entries from the owner's
                     // identity).
-                    let copy: Vec<_> = d
-                        .refs(n.ty, n.name(shard.names()))
+                    let copy: Vec<_> = n
+                        .dependents
+                        .refs(d, n.ty, n.name(shard.names()))
                         .map(|(ty, name, blocks)| node::EdgeRef { ty, name: name.into(), blocks })
                         .collect();
                     entries.push((n.uid, d.uid, d.namespace, copy));

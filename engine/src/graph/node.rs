@@ -14,7 +14,7 @@ use hashbrown::HashTable;
 use smallvec::SmallVec;
 
 use super::names::{NameId, Names};
-use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
+use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid, UidMap};
 
 /// What the owner side of an edge knows about one of the dependent's references to it: enough
 /// to decide, inside the owner's shard, everything upstream decides by reading the dependent's
@@ -122,34 +122,40 @@ impl FromIterator<NodeOwnerRef> for Owners {
 /// # The compact form
 ///
 /// Almost every dependent has exactly one reference to its owner, naming the owner's own
-/// apiVersion, kind and name. Such an entry keeps only whether that reference blocks (`refs`
-/// is `None`): 32 bytes and no allocation, where a copy of the reference took 64 bytes and a
-/// copy of the name. The reference is then read back from the owner node's identity
-/// ([`DependentEntry::refs`] takes it), which is sound only while that identity stays what the
+/// apiVersion, kind and name. Such an entry keeps only whether that reference blocks: 24
+/// bytes and no allocation, where a copy of the reference took 64 bytes and a copy of the
+/// name. The reference is then read back from the owner node's identity
+/// ([`Dependents::refs`] takes it), which is sound only while that identity stays what the
 /// reference named. So every change of a node's type or name goes through [`Node::set_identity`]
 /// or [`Node::set_type`], which first turn the node's compact entries back into explicit copies
-/// of the identity they named ([`Dependents::expand`]). `Graph::check_edge_copies` compares every
-/// entry, read back this way, with the dependent's own references.
+/// of the identity they named ([`Dependents::expand`]). Explicit copies (the other entries)
+/// live beside the entries, in their set's table of [`ExplicitRefs`], so that the common entry
+/// does not carry a pointer for them. `Graph::check_edge_copies` compares every entry, read
+/// back this way, with the dependent's own references.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) struct DependentEntry {
     pub(crate) uid: Uid,
     pub(crate) namespace: Namespace,
     /// Whether the one reference blocks, in the compact form (unused otherwise).
     blocks: bool,
-    /// The references, unless the entry is compact (see above).
-    refs: Option<Box<SmallVec<[EdgeRef; 1]>>>,
+    /// The references are in the set's [`ExplicitRefs`], under this entry's UID.
+    explicit: bool,
 }
+
+/// An explicit entry's references (type, name, blocks), in order.
+pub(crate) type ExplicitRefs = SmallVec<[EdgeRef; 1]>;
 
 impl DependentEntry {
     /// The entry of dependent `uid` with `refs` (type, name, blocks) to the owner whose type and
-    /// name are `owner_ty` and `owner_name` now: compact, without allocating, if it can be.
-    pub(crate) fn new<'r, I>(
+    /// name are `owner_ty` and `owner_name` now: compact, without allocating, if it can be;
+    /// else explicit, with the references to keep beside it.
+    fn new<'r, I>(
         uid: Uid,
         namespace: Namespace,
         refs: I,
         owner_ty: ObjectType,
         owner_name: &str,
-    ) -> DependentEntry
+    ) -> (DependentEntry, Option<ExplicitRefs>)
     where
         I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
         I::IntoIter: Clone,
@@ -160,37 +166,16 @@ impl DependentEntry {
             && ty == owner_ty
             && name == owner_name
         {
-            return DependentEntry { uid, namespace, blocks, refs: None };
+            return (DependentEntry { uid, namespace, blocks, explicit: false }, None);
         }
         let listed = refs.map(|(ty, name, blocks)| EdgeRef { ty, name: name.into(), blocks });
-        DependentEntry { uid, namespace, blocks: false, refs: Some(Box::new(listed.collect())) }
-    }
-
-    /// The references as (type, name, blocks), for the owner whose type and name are
-    /// `owner_ty` and `owner_name` (the node holding this entry: pass its own).
-    pub(crate) fn refs<'a>(
-        &'a self,
-        owner_ty: ObjectType,
-        owner_name: &'a str,
-    ) -> impl Iterator<Item = (ObjectType, &'a str, bool)> + 'a {
-        let compact = self.refs.is_none().then_some((owner_ty, owner_name, self.blocks));
-        let listed = self.refs.iter().flat_map(|v| v.iter()).map(|r| (r.ty, &*r.name, r.blocks));
-        compact.into_iter().chain(listed)
+        (DependentEntry { uid, namespace, blocks: false, explicit: true }, Some(listed.collect()))
     }
 
     /// Whether the entry is in the compact form.
     #[cfg(test)]
     pub(crate) fn is_compact(&self) -> bool {
-        self.refs.is_none()
-    }
-
-    /// Turns a compact entry into an explicit copy of what its reference named: the owner's
-    /// type and name as they are now, before they change.
-    fn expand(&mut self, owner_ty: ObjectType, owner_name: &str) {
-        if self.refs.is_none() {
-            let only = EdgeRef { ty: owner_ty, name: owner_name.into(), blocks: self.blocks };
-            self.refs = Some(Box::new(SmallVec::from_elem(only, 1)));
-        }
+        !self.explicit
     }
 }
 
@@ -207,7 +192,15 @@ const INLINE_DEPENDENTS: usize = 16;
 pub(crate) struct Dependents(Option<Box<DependentsSet>>);
 
 #[derive(Clone, Debug)]
-pub(crate) enum DependentsSet {
+pub(crate) struct DependentsSet {
+    entries: Entries,
+    /// The references of the explicit entries (see [`DependentEntry`]), by dependent UID;
+    /// `None` while there are none, which is almost always.
+    explicit: Option<Box<UidMap<ExplicitRefs>>>,
+}
+
+#[derive(Clone, Debug)]
+enum Entries {
     /// At most [`INLINE_DEPENDENTS`] entries, unordered.
     Small(Vec<DependentEntry>),
     /// More: a table keyed by the dependent's UID.
@@ -218,80 +211,167 @@ fn hash_entry(e: &DependentEntry) -> u64 {
     e.uid.hash64()
 }
 
+impl Entries {
+    fn len(&self) -> usize {
+        match self {
+            Entries::Small(v) => v.len(),
+            Entries::Large(t) => t.len(),
+        }
+    }
+
+    fn get_mut(&mut self, uid: Uid) -> Option<&mut DependentEntry> {
+        match self {
+            Entries::Small(v) => v.iter_mut().find(|e| e.uid == uid),
+            Entries::Large(t) => t.find_mut(uid.hash64(), |e| e.uid == uid),
+        }
+    }
+}
+
+impl DependentsSet {
+    /// Keeps (or drops) the explicit references of the entry of `uid`.
+    fn set_explicit(&mut self, uid: Uid, refs: Option<ExplicitRefs>) {
+        match refs {
+            Some(refs) => {
+                self.explicit.get_or_insert_default().insert(uid, refs);
+            }
+            None => self.drop_explicit(uid),
+        }
+    }
+
+    fn drop_explicit(&mut self, uid: Uid) {
+        if let Some(table) = self.explicit.as_mut() {
+            table.remove(&uid);
+            if table.is_empty() {
+                self.explicit = None;
+            }
+        }
+    }
+}
+
 impl Dependents {
     pub(crate) fn len(&self) -> usize {
-        match self.0.as_deref() {
-            None => 0,
-            Some(DependentsSet::Small(v)) => v.len(),
-            Some(DependentsSet::Large(t)) => t.len(),
-        }
+        self.0.as_deref().map_or(0, |set| set.entries.len())
     }
 
     /// Whether the set is held in a hash table (it grew past the inline limit).
     #[cfg(any(test, kube_gc_loom))]
     pub(crate) fn is_hashed(&self) -> bool {
-        matches!(self.0.as_deref(), Some(DependentsSet::Large(_)))
+        matches!(self.0.as_deref(), Some(DependentsSet { entries: Entries::Large(_), .. }))
     }
 
     #[cfg(test)]
     pub(crate) fn get(&self, uid: Uid) -> Option<&DependentEntry> {
-        match self.0.as_deref()? {
-            DependentsSet::Small(v) => v.iter().find(|e| e.uid == uid),
-            DependentsSet::Large(t) => t.find(uid.hash64(), |e| e.uid == uid),
+        match &self.0.as_deref()?.entries {
+            Entries::Small(v) => v.iter().find(|e| e.uid == uid),
+            Entries::Large(t) => t.find(uid.hash64(), |e| e.uid == uid),
         }
     }
 
-    pub(crate) fn get_mut(&mut self, uid: Uid) -> Option<&mut DependentEntry> {
-        match self.0.as_deref_mut()? {
-            DependentsSet::Small(v) => v.iter_mut().find(|e| e.uid == uid),
-            DependentsSet::Large(t) => t.find_mut(uid.hash64(), |e| e.uid == uid),
-        }
+    /// The references of `entry`, one of this set's, as (type, name, blocks), for the owner
+    /// whose type and name are `owner_ty` and `owner_name` (the node holding this set: pass
+    /// its own).
+    pub(crate) fn refs<'a>(
+        &'a self,
+        entry: &'a DependentEntry,
+        owner_ty: ObjectType,
+        owner_name: &'a str,
+    ) -> impl Iterator<Item = (ObjectType, &'a str, bool)> + 'a {
+        let compact = (!entry.explicit).then_some((owner_ty, owner_name, entry.blocks));
+        let listed = if entry.explicit {
+            let table = self.0.as_deref().and_then(|set| set.explicit.as_deref());
+            let refs = table.and_then(|t| t.get(&entry.uid));
+            debug_assert!(refs.is_some(), "an explicit entry's references are kept beside it");
+            refs
+        } else {
+            None
+        };
+        let listed = listed.into_iter().flat_map(|v| v.iter()).map(|r| (r.ty, &*r.name, r.blocks));
+        compact.into_iter().chain(listed)
     }
 
-    /// Adds `entry`, replacing an entry with the same UID (a set of dependents, as upstream's).
-    pub(crate) fn insert(&mut self, entry: DependentEntry) {
-        if let Some(existing) = self.get_mut(entry.uid) {
+    /// Adds the entry of dependent `uid`, which has `refs` (type, name, blocks) to the owner
+    /// whose type and name are `owner_ty` and `owner_name` now, replacing an entry with the
+    /// same UID (a set of dependents, as upstream's).
+    pub(crate) fn insert<'r, I>(
+        &mut self,
+        uid: Uid,
+        namespace: Namespace,
+        refs: I,
+        owner_ty: ObjectType,
+        owner_name: &str,
+    ) where
+        I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
+        I::IntoIter: Clone,
+    {
+        let (entry, explicit) = DependentEntry::new(uid, namespace, refs, owner_ty, owner_name);
+        let Some(set) = self.0.as_deref_mut() else {
+            let mut set = DependentsSet { entries: Entries::Small(vec![entry]), explicit: None };
+            set.set_explicit(uid, explicit);
+            self.0 = Some(Box::new(set));
+            return;
+        };
+        set.set_explicit(uid, explicit);
+        if let Some(existing) = set.entries.get_mut(uid) {
             *existing = entry;
             return;
         }
-        let Some(set) = self.0.as_deref_mut() else {
-            self.0 = Some(Box::new(DependentsSet::Small(vec![entry])));
-            return;
-        };
-        match set {
-            DependentsSet::Small(v) if v.len() < INLINE_DEPENDENTS => v.push(entry),
-            DependentsSet::Small(v) => {
+        match &mut set.entries {
+            Entries::Small(v) if v.len() < INLINE_DEPENDENTS => v.push(entry),
+            Entries::Small(v) => {
                 let mut table = HashTable::with_capacity(v.len() * 2);
                 for e in v.drain(..).chain(std::iter::once(entry)) {
                     table.insert_unique(e.uid.hash64(), e, hash_entry);
                 }
-                *set = DependentsSet::Large(table);
+                set.entries = Entries::Large(table);
             }
-            DependentsSet::Large(t) => {
+            Entries::Large(t) => {
                 t.insert_unique(entry.uid.hash64(), entry, hash_entry);
             }
         }
     }
 
+    /// Replaces the references of dependent `uid`'s entry, if it has one (see
+    /// [`Dependents::insert`] for the arguments).
+    pub(crate) fn update_refs<'r, I>(
+        &mut self,
+        uid: Uid,
+        refs: I,
+        owner_ty: ObjectType,
+        owner_name: &str,
+    ) where
+        I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
+        I::IntoIter: Clone,
+    {
+        let Some(set) = self.0.as_deref_mut() else { return };
+        let Some(existing) = set.entries.get_mut(uid) else { return };
+        let (entry, explicit) =
+            DependentEntry::new(uid, existing.namespace, refs, owner_ty, owner_name);
+        *existing = entry;
+        set.set_explicit(uid, explicit);
+    }
+
     /// Removes the dependent with `uid`, if present.
     pub(crate) fn remove(&mut self, uid: Uid) -> Option<DependentEntry> {
         let set = self.0.as_deref_mut()?;
-        let removed = match set {
-            DependentsSet::Small(v) => {
+        let removed = match &mut set.entries {
+            Entries::Small(v) => {
                 let i = v.iter().position(|e| e.uid == uid)?;
                 v.swap_remove(i)
             }
-            DependentsSet::Large(t) => {
+            Entries::Large(t) => {
                 let removed = t.find_entry(uid.hash64(), |e| e.uid == uid).ok()?.remove().0;
                 // Shrink back with hysteresis, so a set oscillating around the limit does not
                 // convert on every change.
                 if t.len() <= INLINE_DEPENDENTS / 2 {
                     let v: Vec<_> = std::mem::take(t).into_iter().collect();
-                    *set = DependentsSet::Small(v);
+                    set.entries = Entries::Small(v);
                 }
                 removed
             }
         };
+        if removed.explicit {
+            set.drop_explicit(uid);
+        }
         if self.len() == 0 {
             self.0 = None;
         }
@@ -301,22 +381,29 @@ impl Dependents {
     /// Expands every compact entry (see [`DependentEntry`]) with the owner's type and name as
     /// they are now, before they change.
     pub(crate) fn expand(&mut self, owner_ty: ObjectType, owner_name: &str) {
-        match self.0.as_deref_mut() {
-            None => {}
-            Some(DependentsSet::Small(v)) => {
-                v.iter_mut().for_each(|e| e.expand(owner_ty, owner_name))
+        let Some(set) = self.0.as_deref_mut() else { return };
+        let mut expanded = Vec::new();
+        let mut expand = |e: &mut DependentEntry| {
+            if !e.explicit {
+                e.explicit = true;
+                let only = EdgeRef { ty: owner_ty, name: owner_name.into(), blocks: e.blocks };
+                expanded.push((e.uid, SmallVec::from_elem(only, 1)));
             }
-            Some(DependentsSet::Large(t)) => {
-                t.iter_mut().for_each(|e| e.expand(owner_ty, owner_name))
-            }
+        };
+        match &mut set.entries {
+            Entries::Small(v) => v.iter_mut().for_each(&mut expand),
+            Entries::Large(t) => t.iter_mut().for_each(&mut expand),
+        }
+        for (uid, refs) in expanded {
+            set.set_explicit(uid, Some(refs));
         }
     }
 
     pub(crate) fn iter(&self) -> DependentsIter<'_> {
-        match self.0.as_deref() {
+        match self.0.as_deref().map(|set| &set.entries) {
             None => DependentsIter::Slice([].iter()),
-            Some(DependentsSet::Small(v)) => DependentsIter::Slice(v.iter()),
-            Some(DependentsSet::Large(t)) => DependentsIter::Table(t.iter()),
+            Some(Entries::Small(v)) => DependentsIter::Slice(v.iter()),
+            Some(Entries::Large(t)) => DependentsIter::Table(t.iter()),
         }
     }
 }
@@ -497,8 +584,7 @@ impl Node {
         I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
         I::IntoIter: Clone,
     {
-        let entry = DependentEntry::new(uid, namespace, refs, self.ty, self.name(names));
-        self.dependents.insert(entry);
+        self.dependents.insert(uid, namespace, refs, self.ty, self.name(names));
     }
 
     /// Replaces the references of dependent `uid`'s entry, if it has one.
@@ -507,10 +593,7 @@ impl Node {
         I: IntoIterator<Item = (ObjectType, &'r str, bool)>,
         I::IntoIter: Clone,
     {
-        let (ty, name) = (self.ty, self.name(names));
-        if let Some(entry) = self.dependents.get_mut(uid) {
-            *entry = DependentEntry::new(uid, entry.namespace, refs, ty, name);
-        }
+        self.dependents.update_refs(uid, refs, self.ty, self.name(names));
     }
 
     pub(crate) fn is_virtual(&self) -> bool {
@@ -557,7 +640,7 @@ impl Node {
     pub(crate) fn blocking_dependents(&self, names: &Names) -> Vec<Uid> {
         let mut out = Vec::new();
         for d in self.dependents.iter() {
-            for (_, _, blocks) in d.refs(self.ty, self.name(names)) {
+            for (_, _, blocks) in self.dependents.refs(d, self.ty, self.name(names)) {
                 if blocks {
                     out.push(d.uid);
                 }
@@ -571,41 +654,74 @@ impl Node {
 mod tests {
     use super::*;
 
-    fn entry(i: u128) -> DependentEntry {
-        let only = (ObjectType::default(), "o", i % 2 == 0);
-        DependentEntry::new(
-            Uid::from_u128(i),
-            Namespace::CLUSTER,
-            [only],
-            ObjectType::default(),
-            "o",
-        )
+    /// Inserts dependent `i`: explicit (its reference names "other") when `i` is a multiple
+    /// of 3, else compact.
+    fn insert(d: &mut Dependents, i: u128) {
+        let name = if i % 3 == 0 { "other" } else { "o" };
+        let only = (ObjectType::default(), name, i % 2 == 0);
+        d.insert(Uid::from_u128(i), Namespace::CLUSTER, [only], ObjectType::default(), "o");
+    }
+
+    /// What `d` holds for dependent `i`, read back as the collector reads it.
+    fn read(d: &Dependents, i: u128) -> Option<Vec<(String, bool)>> {
+        let e = d.get(Uid::from_u128(i))?;
+        Some(d.refs(e, ObjectType::default(), "o").map(|(_, n, b)| (n.to_owned(), b)).collect())
+    }
+
+    fn explicit_held(d: &Dependents) -> usize {
+        d.0.as_deref().and_then(|set| set.explicit.as_deref()).map_or(0, |t| t.len())
     }
 
     #[test]
     fn dependents_set_should_cross_its_inline_limit_and_back() {
         let mut d = Dependents::default();
         let n = (INLINE_DEPENDENTS * 4) as u128;
+        let want =
+            |i: u128| vec![((if i % 3 == 0 { "other" } else { "o" }).to_owned(), i % 2 == 0)];
         for i in 0..n {
-            d.insert(entry(i));
+            insert(&mut d, i);
             assert_eq!(d.len(), i as usize + 1);
         }
         assert!(d.is_hashed());
         // Re-inserting replaces, never duplicates.
-        d.insert(entry(3));
+        insert(&mut d, 3);
         assert_eq!(d.len(), n as usize);
+        assert_eq!(explicit_held(&d), (0..n).filter(|i| i % 3 == 0).count());
         for i in 0..n {
-            assert!(d.get(Uid::from_u128(i)).is_some(), "#{i} missing");
+            assert_eq!(read(&d, i), Some(want(i)), "#{i}");
         }
         for i in 0..n {
             assert_eq!(d.remove(Uid::from_u128(i)).map(|e| e.uid), Some(Uid::from_u128(i)));
             assert!(d.get(Uid::from_u128(i)).is_none());
             assert_eq!(d.len(), (n - i - 1) as usize);
             assert_eq!(d.iter().count(), d.len());
+            assert_eq!(explicit_held(&d), (i + 1..n).filter(|j| j % 3 == 0).count());
+            for j in i + 1..n {
+                assert_eq!(read(&d, j), Some(want(j)), "#{j} after removing #{i}");
+            }
         }
         assert_eq!(d.len(), 0);
         assert!(d.0.is_none(), "an empty set keeps no allocation");
         assert!(d.remove(Uid::from_u128(1)).is_none());
+    }
+
+    #[test]
+    fn an_entry_turning_compact_drops_its_explicit_references() {
+        let mut d = Dependents::default();
+        insert(&mut d, 3);
+        insert(&mut d, 4);
+        assert_eq!(explicit_held(&d), 1);
+        d.update_refs(
+            Uid::from_u128(3),
+            [(ObjectType::default(), "o", true)],
+            ObjectType::default(),
+            "o",
+        );
+        assert_eq!(read(&d, 3), Some(vec![("o".to_owned(), true)]));
+        assert!(d.0.as_deref().unwrap().explicit.is_none(), "no table without explicit entries");
+        d.expand(ObjectType::default(), "o");
+        assert_eq!(explicit_held(&d), 2);
+        assert_eq!(read(&d, 4), Some(vec![("o".to_owned(), true)]));
     }
 }
 
@@ -624,7 +740,8 @@ mod observed_state_tests {
 
     fn read_back(n: &Node, uid: Uid, names: &Names) -> Vec<(ObjectType, String, bool)> {
         let entry = n.dependents.iter().find(|d| d.uid == uid).expect("entry");
-        entry.refs(n.ty, n.name(names)).map(|(ty, name, b)| (ty, name.to_owned(), b)).collect()
+        let refs = n.dependents.refs(entry, n.ty, n.name(names));
+        refs.map(|(ty, name, b)| (ty, name.to_owned(), b)).collect()
     }
 
     #[test]
@@ -659,9 +776,15 @@ mod observed_state_tests {
     }
 
     #[test]
-    fn a_dependent_entry_should_stay_within_32_bytes() {
+    fn a_dependent_entry_should_stay_within_24_bytes() {
+        // A set's header is one allocation per owner: 48 bytes, a size class of its own.
         assert!(
-            std::mem::size_of::<DependentEntry>() <= 32,
+            std::mem::size_of::<DependentsSet>() <= 48,
+            "{}",
+            std::mem::size_of::<DependentsSet>()
+        );
+        assert!(
+            std::mem::size_of::<DependentEntry>() <= 24,
             "{}",
             std::mem::size_of::<DependentEntry>()
         );

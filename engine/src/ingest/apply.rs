@@ -106,7 +106,11 @@ fn dep_refs<'a>(n: &'a Node, names: &'a Names) -> Vec<DepRefs<'a>> {
         .map(|d| DepRefs {
             uid: d.uid,
             namespace: d.namespace,
-            refs: d.refs(n.ty, n.name(names)).map(|(ty, name, _)| (ty, name)).collect(),
+            refs: n
+                .dependents
+                .refs(d, n.ty, n.name(names))
+                .map(|(ty, name, _)| (ty, name))
+                .collect(),
         })
         .collect()
 }
