@@ -103,7 +103,8 @@ pub const DEFAULT_MAX_INTERNED_TYPE_STRINGS: usize = 1 << 14;
 static MAX_INTERNED_TYPE_STRINGS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_INTERNED_TYPE_STRINGS);
 
 /// Sets how many distinct apiVersion and kind strings, and how many pairs of them,
-/// [`ObjectType::try_new`] interns at most, process-wide.
+/// [`ObjectType::try_new`] interns at most, process-wide. No more than 2^28 pairs are ever
+/// interned, whatever the cap.
 pub fn set_max_interned_type_strings(max: usize) {
     MAX_INTERNED_TYPE_STRINGS.store(max, Ordering::Relaxed);
 }
@@ -477,10 +478,10 @@ impl TypePairs {
         if let Some(&id) = inner.ids.get(&(api_version, kind)) {
             return Some(id);
         }
-        if inner.pairs.len() >= max {
+        if inner.pairs.len() >= max.min(1 << ObjectType::ID_BITS) {
             return None;
         }
-        let id = u32::try_from(inner.pairs.len()).expect("more than 2^32 type pairs");
+        let id = inner.pairs.len() as u32;
         inner.pairs.push(texts);
         inner.ids.insert((api_version, kind), id);
         Some(id)
@@ -514,9 +515,23 @@ fn namespace_interner() -> &'static Interner {
 pub struct ObjectType(u32);
 
 impl ObjectType {
+    /// Bits an id takes at most: no more than 2^28 types are ever interned, so the graph may
+    /// keep other bits beside an id.
+    pub(crate) const ID_BITS: u32 = 28;
+
+    /// The type's id, below 2^[`ObjectType::ID_BITS`].
+    pub(crate) fn id(self) -> u32 {
+        self.0
+    }
+
+    /// The type whose [`ObjectType::id`] is `id`.
+    pub(crate) fn from_id(id: u32) -> ObjectType {
+        ObjectType(id)
+    }
+
     /// Interns `api_version` (`v1`, `apps/v1`, …) and `kind` (`Pod`, …).
     pub fn new(api_version: &str, kind: &str) -> ObjectType {
-        ObjectType::intern(api_version, kind, usize::MAX).expect("no cap")
+        ObjectType::intern(api_version, kind, usize::MAX).expect("fewer than 2^28 types")
     }
 
     /// Interns `api_version` and `kind` from untrusted text (an ownerReference), refusing

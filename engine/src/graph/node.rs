@@ -34,67 +34,119 @@ impl EdgeRef {
     /// The edge copy of `holder`'s reference `owner`.
     pub(crate) fn from_owner(holder: &Node, owner: &NodeOwnerRef, names: &Names) -> EdgeRef {
         let name = holder.owner_name(owner, names).into();
-        EdgeRef { ty: owner.ty, name, blocks: owner.blocks() }
+        EdgeRef { ty: owner.ty(), name, blocks: owner.blocks() }
     }
 }
 
-/// An owner reference as a node keeps it: [`OwnerRef`] with its name in the shard's
-/// [`Names`], 32 bytes where an `OwnerRef` takes 56 and an allocation (the references sit
-/// inline in the node, and there is a node per object).
+/// An owner reference as a node keeps it: [`OwnerRef`] in 24 bytes, where an `OwnerRef`
+/// takes 56 and an allocation. Its name is in the shard's [`Names`], relative to the holding
+/// node's (read it with [`Node::owner_name`]); its `controller` and `blockOwnerDeletion` sit in
+/// the bits above the type's id, which never reaches them ([`ObjectType::id`]).
 #[derive(Clone, Debug)]
 pub(crate) struct NodeOwnerRef {
-    pub(crate) ty: ObjectType,
-    /// In the [`Names`] of the shard of the node holding the reference, relative to that
-    /// node's name (read it with [`Node::owner_name`]).
-    pub(crate) name: NameId,
     pub(crate) uid: Uid,
-    pub(crate) controller: Option<bool>,
-    pub(crate) block_owner_deletion: Option<bool>,
+    /// The type's id, then two bits each of `controller` and `blockOwnerDeletion`.
+    ty_and_flags: u32,
+    /// In the [`Names`] of the shard of the node holding the reference.
+    pub(crate) name: NameId,
+}
+
+const CONTROLLER_SHIFT: u32 = ObjectType::ID_BITS;
+const BLOCK_SHIFT: u32 = ObjectType::ID_BITS + 2;
+
+fn encode_flag(flag: Option<bool>) -> u32 {
+    match flag {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    }
+}
+
+fn decode_flag(bits: u32) -> Option<bool> {
+    match bits & 3 {
+        0 => None,
+        1 => Some(false),
+        _ => Some(true),
+    }
 }
 
 impl NodeOwnerRef {
+    pub(crate) fn new(
+        ty: ObjectType,
+        name: NameId,
+        uid: Uid,
+        controller: Option<bool>,
+        block_owner_deletion: Option<bool>,
+    ) -> NodeOwnerRef {
+        let ty_and_flags = ty.id()
+            | encode_flag(controller) << CONTROLLER_SHIFT
+            | encode_flag(block_owner_deletion) << BLOCK_SHIFT;
+        NodeOwnerRef { uid, ty_and_flags, name }
+    }
+
+    pub(crate) fn ty(&self) -> ObjectType {
+        ObjectType::from_id(self.ty_and_flags & ((1 << ObjectType::ID_BITS) - 1))
+    }
+
+    pub(crate) fn controller(&self) -> Option<bool> {
+        decode_flag(self.ty_and_flags >> CONTROLLER_SHIFT)
+    }
+
+    pub(crate) fn block_owner_deletion(&self) -> Option<bool> {
+        decode_flag(self.ty_and_flags >> BLOCK_SHIFT)
+    }
+
     /// The public form, for what leaves the graph: `holder` is the node holding it.
     pub(crate) fn to_owner_ref(&self, holder: &Node, names: &Names) -> OwnerRef {
         OwnerRef {
-            ty: self.ty,
+            ty: self.ty(),
             name: holder.owner_name(self, names).to_owned(),
             uid: self.uid,
-            controller: self.controller,
-            block_owner_deletion: self.block_owner_deletion,
+            controller: self.controller(),
+            block_owner_deletion: self.block_owner_deletion(),
         }
     }
 
     /// Whether this reference blocks its owner's foreground deletion.
     pub(crate) fn blocks(&self) -> bool {
-        self.block_owner_deletion == Some(true)
+        self.block_owner_deletion() == Some(true)
     }
 }
 
-/// A node's owner references, in order: none or one inline (almost every object has at most
-/// one), more in one allocation of their exact number. 32 bytes in the node, where a
-/// `SmallVec` of one took 40.
-#[derive(Clone, Debug, Default)]
+/// A node's owner references, in order: one inline (almost every object has at most one), or
+/// none or several in one allocation of their exact number. 24 bytes in the node, the size of
+/// one reference: the several sit behind two pointers, one of them thin, so that the variant
+/// fits beside the reference's niche (its non-zero name) and needs no tag of its own.
+#[derive(Clone, Debug)]
 pub(crate) enum Owners {
-    #[default]
-    None,
     One(NodeOwnerRef),
-    Many(Box<[NodeOwnerRef]>),
+    /// `None`: no references.
+    Many(Option<Box<Box<[NodeOwnerRef]>>>),
+}
+
+impl Default for Owners {
+    fn default() -> Owners {
+        Owners::NONE
+    }
 }
 
 impl Owners {
+    /// No references.
+    pub(crate) const NONE: Owners = Owners::Many(None);
+
     pub(crate) fn as_slice(&self) -> &[NodeOwnerRef] {
         match self {
-            Owners::None => &[],
             Owners::One(r) => std::slice::from_ref(r),
-            Owners::Many(refs) => refs,
+            Owners::Many(None) => &[],
+            Owners::Many(Some(refs)) => refs,
         }
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [NodeOwnerRef] {
         match self {
-            Owners::None => &mut [],
             Owners::One(r) => std::slice::from_mut(r),
-            Owners::Many(refs) => refs,
+            Owners::Many(None) => &mut [],
+            Owners::Many(Some(refs)) => refs,
         }
     }
 
@@ -107,10 +159,11 @@ impl FromIterator<NodeOwnerRef> for Owners {
     fn from_iter<I: IntoIterator<Item = NodeOwnerRef>>(refs: I) -> Owners {
         let mut refs = refs.into_iter();
         match (refs.next(), refs.next()) {
-            (None, _) => Owners::None,
+            (None, _) => Owners::NONE,
             (Some(only), None) => Owners::One(only),
             (Some(first), Some(second)) => {
-                Owners::Many([first, second].into_iter().chain(refs).collect())
+                let all: Box<[NodeOwnerRef]> = [first, second].into_iter().chain(refs).collect();
+                Owners::Many(Some(Box::new(all)))
             }
         }
     }
@@ -488,7 +541,7 @@ impl Node {
             incarnation: 0,
             flags: flags::VIRTUAL,
             resource_version: [0; 7],
-            owners: Owners::None,
+            owners: Owners::NONE,
             dependents: Dependents::default(),
         }
     }
@@ -791,13 +844,32 @@ mod observed_state_tests {
     }
 
     #[test]
-    fn node_should_stay_within_80_bytes() {
+    fn node_should_stay_within_72_bytes() {
         // The graph's memory per object is mostly this; the names live in the shard's arena,
         // and a slot of the shard's slab (`Option<Node>`) takes no more than the node.
-        assert!(std::mem::size_of::<Node>() <= 80, "{}", std::mem::size_of::<Node>());
+        assert!(std::mem::size_of::<Node>() <= 72, "{}", std::mem::size_of::<Node>());
         assert_eq!(std::mem::size_of::<Option<Node>>(), std::mem::size_of::<Node>());
-        assert!(std::mem::size_of::<NodeOwnerRef>() <= 32);
+        assert!(std::mem::size_of::<NodeOwnerRef>() <= 24);
         assert_eq!(std::mem::size_of::<Owners>(), std::mem::size_of::<NodeOwnerRef>());
+    }
+
+    #[test]
+    fn an_owner_reference_keeps_its_type_and_both_flags() {
+        let names = &mut Names::default();
+        let flags = [None, Some(false), Some(true)];
+        let types = [ObjectType::default(), ObjectType::new("apps/v1", "ReplicaSet")];
+        for ty in types {
+            for controller in flags {
+                for block in flags {
+                    let name = names.store("o");
+                    let r = NodeOwnerRef::new(ty, name, Uid::from_u128(1), controller, block);
+                    assert_eq!(
+                        (r.ty(), r.controller(), r.block_owner_deletion(), r.blocks()),
+                        (ty, controller, block, block == Some(true))
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -805,12 +877,10 @@ mod observed_state_tests {
         let names = &mut Names::default();
         let refs = |n: u128, names: &mut Names| -> Vec<NodeOwnerRef> {
             (0..n)
-                .map(|i| NodeOwnerRef {
-                    ty: ObjectType::new("v1", "Pod"),
-                    name: names.store(&format!("owner-{i}")),
-                    uid: Uid::from_u128(i),
-                    controller: Some(i == 0),
-                    block_owner_deletion: None,
+                .map(|i| {
+                    let name = names.store(&format!("owner-{i}"));
+                    let ty = ObjectType::new("v1", "Pod");
+                    NodeOwnerRef::new(ty, name, Uid::from_u128(i), Some(i == 0), None)
                 })
                 .collect()
         };
@@ -818,7 +888,7 @@ mod observed_state_tests {
             let owners: Owners = refs(n, names).into_iter().collect();
             assert!(matches!(
                 (n, &owners),
-                (0, Owners::None) | (1, Owners::One(_)) | (2.., Owners::Many(_))
+                (0, Owners::Many(None)) | (1, Owners::One(_)) | (2.., Owners::Many(Some(_)))
             ));
             let uids: Vec<Uid> = owners.iter().map(|r| r.uid).collect();
             assert_eq!(uids, (0..n).map(Uid::from_u128).collect::<Vec<_>>());
@@ -835,12 +905,10 @@ mod observed_state_tests {
             ObjectReference { name: "web-5d8f-x2k4p".into(), ..n.identity(names) },
             names,
         );
-        let owner = |name: &str, names: &mut Names, holder: NameId| NodeOwnerRef {
-            ty: ObjectType::new("apps/v1", "ReplicaSet"),
-            name: names.store_relative(holder, name),
-            uid: Uid::from_u128(9),
-            controller: Some(true),
-            block_owner_deletion: None,
+        let owner = |name: &str, names: &mut Names, holder: NameId| {
+            let ty = ObjectType::new("apps/v1", "ReplicaSet");
+            let name = names.store_relative(holder, name);
+            NodeOwnerRef::new(ty, name, Uid::from_u128(9), Some(true), None)
         };
         let refs = [owner("web-5d8f", names, n.name), owner("db-1", names, n.name)];
         n.replace_owners(refs.into_iter().collect(), names);

@@ -26,11 +26,11 @@ impl<'a> RefView<'a> {
     /// `holder`'s reference `r`; `names` are its shard's.
     pub(crate) fn of_node(holder: &Node, r: &NodeOwnerRef, names: &'a Names) -> RefView<'a> {
         RefView {
-            ty: r.ty,
+            ty: r.ty(),
             name: holder.owner_name(r, names),
             uid: r.uid,
-            controller: r.controller,
-            block_owner_deletion: r.block_owner_deletion,
+            controller: r.controller(),
+            block_owner_deletion: r.block_owner_deletion(),
         }
     }
 
@@ -57,13 +57,8 @@ impl<'a> RefView<'a> {
     /// The reference as the node whose name is at `holder` keeps it, its name stored in
     /// `names` (the node's shard's) unless it is a prefix of the node's.
     pub(crate) fn to_node_owner_ref(self, holder: NameId, names: &mut Names) -> NodeOwnerRef {
-        NodeOwnerRef {
-            ty: self.ty,
-            name: names.store_relative(holder, self.name),
-            uid: self.uid,
-            controller: self.controller,
-            block_owner_deletion: self.block_owner_deletion,
-        }
+        let name = names.store_relative(holder, self.name);
+        NodeOwnerRef::new(self.ty, name, self.uid, self.controller, self.block_owner_deletion)
     }
 
     pub(crate) fn blocks(self) -> bool {
