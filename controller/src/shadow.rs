@@ -30,7 +30,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use kube_gc_engine::cluster::{DeleteOptions, Patch, PropagationPolicy, Resource, WarningEvent};
-use kube_gc_engine::{Graph, ObjectMeta, OwnerRef};
+use kube_gc_engine::{Graph, ObjectMeta, ObjectType, OwnerRef, Uid};
 use lru::LruCache;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -178,9 +178,23 @@ impl Shadow {
             namespace: meta.namespace.clone(),
             name: meta.name.clone(),
         };
-        let owners: Vec<OwnerRef> =
-            meta.owner_references.iter().map(kube_gc_engine::patch::owner_ref_from_api).collect();
-        let judged = if owners.is_empty() {
+        // Interned as ingestion interns them (anyone can write a reference; see
+        // `kube_gc_engine::identity`). A reference refused by the caps names a type or UID no
+        // node has, so it can never be one that stays: leaving it out judges alike.
+        let owners: Vec<OwnerRef> = meta
+            .owner_references
+            .iter()
+            .filter_map(|r| {
+                Some(OwnerRef {
+                    ty: ObjectType::try_new(&r.api_version, &r.kind).ok()?,
+                    name: r.name.clone(),
+                    uid: Uid::try_parse(&r.uid).ok()?,
+                    controller: r.controller,
+                    block_owner_deletion: r.block_owner_deletion,
+                })
+            })
+            .collect();
+        let judged = if meta.owner_references.is_empty() {
             AtDeletion::Unowned
         } else if owners.iter().any(|o| staying(graph, o)) {
             AtDeletion::OwnersStaying(owners)
@@ -351,5 +365,26 @@ mod tests {
         let r = shadow.report(&graph);
         assert_eq!(r["summary"]["deletedNotPlanned"], 0, "{r}");
         assert_eq!(r["summary"]["decidedAtDeletion"], 2, "{r}");
+    }
+
+    #[test]
+    fn a_reference_past_the_type_cap_is_judged_missing() {
+        let shadow = Shadow::default();
+        let graph = Graph::new(1).unwrap();
+        let hostile = ObjectMeta {
+            owner_references: vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "K".repeat(kube_gc_engine::identity::MAX_TYPE_STRING_LEN + 1),
+                name: "x".into(),
+                uid: "00000000-0000-4000-8000-00000000000c".into(),
+                ..OwnerReference::default()
+            }],
+            ..meta("shadow-test-hostile", "h", false)
+        };
+        shadow.observed_deletion("pods", &hostile, &graph);
+        // Owned, no owner staying: garbage, decided at deletion (not a user's deletion).
+        let r = shadow.report(&graph);
+        assert_eq!(r["summary"]["decidedAtDeletion"], 1, "{r}");
+        assert_eq!(r["summary"]["deletedNotPlanned"], 0, "{r}");
     }
 }

@@ -68,8 +68,10 @@ pub fn owner_ref_to_api(owner: &OwnerRef) -> OwnerReference {
     }
 }
 
-/// The graph form (interned type, parsed UID) of an API owner reference. Never fails: any UID
-/// text parses (see [`Uid::parse`]).
+/// The graph form (interned type, parsed UID) of an API owner reference. Never fails: any type
+/// and UID text is interned, past the caps of [`crate::identity`] too, so it is for one-shot
+/// tools (`kubectl gc`) and tests; the collector and ingestion intern a live reference with
+/// [`ObjectType::try_new`] and [`Uid::try_parse`].
 pub fn owner_ref_from_api(owner: &OwnerReference) -> OwnerRef {
     OwnerRef {
         ty: ObjectType::new(&owner.api_version, &owner.kind),
