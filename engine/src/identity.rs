@@ -27,10 +27,11 @@
 //! references. So ingestion interns them with [`ObjectType::try_new`], which refuses a string
 //! longer than any served type can have ([`MAX_TYPE_STRING_LEN`]) and, past a cap on how many
 //! are held ([`set_max_interned_type_strings`], default [`DEFAULT_MAX_INTERNED_TYPE_STRINGS`]),
-//! a string not interned yet, or a new pair of held ones. The event is then rejected with [`TypeCapacityError`], as past
-//! the UID cap, and its object kept out of the graph. Neither refusal can refuse a type the
-//! cluster serves: the controller interns every discovered type with [`ObjectType::new`],
-//! which has no cap, before anything is ingested or decided, and no served type is that long.
+//! a string not interned yet, or a new pair of held ones. The event is then rejected with
+//! [`TypeCapacityError`], as past the UID cap, and its object kept out of the graph. Neither
+//! refusal can refuse a type the cluster serves: the controller interns every discovered type
+//! with [`ObjectType::new`], which has no cap, before anything is ingested or decided, and no
+//! served type is that long.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

@@ -78,6 +78,7 @@ impl NodeOwnerRef {
         controller: Option<bool>,
         block_owner_deletion: Option<bool>,
     ) -> NodeOwnerRef {
+        debug_assert!(ty.id() < 1 << ObjectType::ID_BITS, "the type interner stops before");
         let ty_and_flags = ty.id()
             | encode_flag(controller) << CONTROLLER_SHIFT
             | encode_flag(block_owner_deletion) << BLOCK_SHIFT;
