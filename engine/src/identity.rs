@@ -76,6 +76,11 @@ pub fn set_max_interned_uids(max: usize) {
     MAX_INTERNED_UIDS.store(max, Ordering::Relaxed);
 }
 
+/// The cap [`set_max_interned_uids`] set.
+pub fn max_interned_uids() -> usize {
+    MAX_INTERNED_UIDS.load(Ordering::Relaxed)
+}
+
 /// How many non-UUID UIDs are interned now.
 pub fn interned_uids() -> usize {
     uid_interner().len()
@@ -108,6 +113,11 @@ static MAX_INTERNED_TYPE_STRINGS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_INT
 /// interned, whatever the cap.
 pub fn set_max_interned_type_strings(max: usize) {
     MAX_INTERNED_TYPE_STRINGS.store(max, Ordering::Relaxed);
+}
+
+/// The cap [`set_max_interned_type_strings`] set.
+pub fn max_interned_type_strings() -> usize {
+    MAX_INTERNED_TYPE_STRINGS.load(Ordering::Relaxed)
 }
 
 /// How many apiVersion and kind strings are interned now.

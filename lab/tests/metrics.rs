@@ -243,6 +243,17 @@ async fn metrics_parse_with_upstreams_families_and_the_rate_limiter_moves() {
         value(&after, "process_resident_memory_bytes", "process_resident_memory_bytes", &[]) > 1e6
     );
     assert_eq!(value(&after, "kube_gc_deleted", "kube_gc_deleted_total", &[]), 6.0);
+    // The interned sets against their caps (the defaults): the Pods' and ConfigMaps' types
+    // among the held type strings, each set below its cap.
+    for set in ["non_uuid_uids", "owner_type_strings", "owner_type_pairs"] {
+        let held = value(&after, "kube_gc_interned", "kube_gc_interned", &[("set", set)]);
+        let cap =
+            value(&after, "kube_gc_interned_limit", "kube_gc_interned_limit", &[("set", set)]);
+        assert!(held < cap, "{set}: {held} held, cap {cap}");
+    }
+    let types = [("set", "owner_type_strings")];
+    assert!(value(&after, "kube_gc_interned", "kube_gc_interned", &types) >= 3.0);
+    assert_eq!(value(&after, "kube_gc_interned_limit", "kube_gc_interned_limit", &types), 16384.0);
     assert_eq!(
         label_names(&after, "kube_gc_api_calls", "kube_gc_api_calls_total"),
         BTreeSet::from(["purpose", "verb"].map(str::to_owned))

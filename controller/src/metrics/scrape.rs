@@ -159,6 +159,38 @@ impl Collector for ScrapeTime {
             counter,
             &one(m.ingest_rejected.get() as f64),
         )?;
+        // What ingestion holds for the process's life from text any writer of objects chose,
+        // against the caps past which it rejects objects naming a new value.
+        use kube_gc_engine::identity as held;
+        let sets = [
+            ("non_uuid_uids", held::interned_uids(), held::max_interned_uids()),
+            (
+                "owner_type_strings",
+                held::interned_type_strings(),
+                held::max_interned_type_strings(),
+            ),
+            ("owner_type_pairs", held::interned_type_pairs(), held::max_interned_type_strings()),
+        ];
+        let by_set = |f: fn(usize, usize) -> usize| -> Vec<(Labels, f64)> {
+            let sample = |&(set, n, max): &(&str, usize, usize)| {
+                (vec![("set", set.to_owned())], f(n, max) as f64)
+            };
+            sets.iter().map(sample).collect()
+        };
+        family(
+            e,
+            "kube_gc_interned",
+            "Values interned for the life of the process (--max-non-uuid-uids, --max-owner-types)",
+            gauge,
+            &by_set(|n, _| n),
+        )?;
+        family(
+            e,
+            "kube_gc_interned_limit",
+            "The cap on each interned set: past it, objects naming a new value are rejected",
+            gauge,
+            &by_set(|_, max| max),
+        )?;
         family(
             e,
             "kube_gc_ingest_seconds",
