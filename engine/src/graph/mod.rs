@@ -606,6 +606,64 @@ mod tests {
     }
 
     #[test]
+    fn a_hashed_dependents_set_keeps_its_edges_when_its_virtual_owner_is_observed_renamed() {
+        use std::sync::Arc;
+
+        use crate::identity::ObjectType;
+        use crate::ingest::{Event, EventType, Ingester, SequentialGraph};
+        use crate::meta::{ObjectMeta, OwnerReference};
+        let uid = |i: u32| format!("00000000-0000-4000-8000-{i:012}");
+        let owner_ref = |kind: &str, name: &str| OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: uid(9999),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        // 40 pods name a never-seen ReplicaSet "rs-a" (compact entries, past the inline
+        // limit); every fifth names it as a Deployment (explicit entries). Then the owner's
+        // watch delivers it under another name: its entries must still say what each pod named.
+        let pod = |i: u32| ObjectMeta {
+            uid: uid(i),
+            name: format!("pod-{i}"),
+            namespace: "ns".into(),
+            owner_references: vec![owner_ref(
+                if i % 5 == 0 { "Deployment" } else { "ReplicaSet" },
+                "rs-a",
+            )],
+            ..Default::default()
+        };
+        let rs = ObjectMeta {
+            uid: uid(9999),
+            name: "rs-b".into(),
+            namespace: "ns".into(),
+            ..Default::default()
+        };
+        let pod_type = ObjectType::new("v1", "Pod");
+        let rs_type = ObjectType::new("apps/v1", "ReplicaSet");
+        let batches = [
+            (0..40).map(|i| Event::new(EventType::Add, pod_type, pod(i))).collect::<Vec<_>>(),
+            vec![Event::new(EventType::Add, rs_type, rs)],
+            (0..33).map(|i| Event::new(EventType::Delete, pod_type, pod(i))).collect(),
+        ];
+        let graph = Arc::new(Graph::new(4).unwrap());
+        let mut ingester = Ingester::new(graph.clone(), 2);
+        let mut reference = SequentialGraph::new();
+        let owner = Uid::parse(&uid(9999));
+        for (step, batch) in batches.iter().enumerate() {
+            ingester.ingest(batch);
+            reference.apply_all(batch);
+            assert_eq!(graph.snapshot(), reference.snapshot(), "after batch {step}");
+            graph.check_edge_copies().unwrap_or_else(|e| panic!("after batch {step}: {e}"));
+            let hashed = graph.with_node(owner, |n, _| n.dependents.is_hashed()).unwrap();
+            assert_eq!(hashed, step < 2, "after batch {step}");
+        }
+        assert_eq!(graph.node(owner).unwrap().identity.name, "rs-b");
+        assert_eq!(graph.blocking_dependents(owner).len(), 7);
+    }
+
+    #[test]
     fn uids_spread_over_shards() {
         let g = Graph::new(16).unwrap();
         let mut counts = [0usize; 16];

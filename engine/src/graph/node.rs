@@ -761,6 +761,34 @@ mod tests {
     }
 
     #[test]
+    fn a_hashed_set_expands_every_compact_entry_and_keeps_them_through_shrinking() {
+        let mut d = Dependents::default();
+        let n = (INLINE_DEPENDENTS * 2) as u128;
+        (0..n).for_each(|i| insert(&mut d, i));
+        assert!(d.is_hashed());
+        // The owner is about to be renamed: every entry names "o" or "other" explicitly now.
+        d.expand(ObjectType::default(), "o");
+        assert_eq!(explicit_held(&d), n as usize);
+        let renamed = |d: &Dependents, i: u128| -> Vec<String> {
+            let e = d.get(Uid::from_u128(i)).expect("entry");
+            d.refs(e, ObjectType::default(), "renamed").map(|(_, n, _)| n.to_owned()).collect()
+        };
+        let want = |i: u128| vec![(if i % 3 == 0 { "other" } else { "o" }).to_owned()];
+        for i in 0..n {
+            assert_eq!(renamed(&d, i), want(i), "#{i}");
+        }
+        // Back below the limit: the vector form keeps the copies.
+        for i in 0..n - 4 {
+            d.remove(Uid::from_u128(i));
+        }
+        assert!(!d.is_hashed());
+        assert_eq!(explicit_held(&d), 4);
+        for i in n - 4..n {
+            assert_eq!(renamed(&d, i), want(i), "#{i}");
+        }
+    }
+
+    #[test]
     fn an_entry_turning_compact_drops_its_explicit_references() {
         let mut d = Dependents::default();
         insert(&mut d, 3);
