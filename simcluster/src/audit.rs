@@ -330,7 +330,7 @@ impl Audit {
         self.checked.load(Ordering::Relaxed)
     }
 
-    /// The wrongful deletions found (the first [`WRONGFUL_CAPACITY`] kept).
+    /// The wrongful deletions found (the first `WRONGFUL_CAPACITY` kept).
     pub fn wrongful_deletions(&self) -> Vec<WrongfulDeletion> {
         self.inner.lock().wrongful.clone()
     }

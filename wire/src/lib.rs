@@ -15,7 +15,7 @@
 //!
 //! - **A body** (a list page, an object, a `Status`) is the 4 bytes `k8s\0` followed by a
 //!   `runtime.Unknown` message whose `typeMeta` names the kind and whose `raw` holds the
-//!   message itself ([`envelope`]).
+//!   message itself (`envelope.rs`).
 //! - **A watch stream** is a sequence of frames, each a 4-byte big-endian length and that many
 //!   bytes of a `metav1.WatchEvent` message, *not* enveloped; the event's `object.raw` is an
 //!   enveloped body ([`FrameReader`]).

@@ -155,7 +155,7 @@ fn object_body(object: &PartialObjectMetadata) -> Vec<u8> {
 }
 
 /// The protobuf `PartialObjectMetadata` of a stored object (its JSON bytes). Metadata that does
-/// not decode is served empty, as the JSON rendering serves `{}` ([`push_stored`]).
+/// not decode is served empty, as the JSON rendering serves `{}` (`push_stored`).
 pub fn partial_object_metadata(stored: &[u8]) -> PartialObjectMetadata {
     let meta = serde_json::from_slice::<Stored<'_>>(stored).map(|s| s.metadata).unwrap_or_default();
     PartialObjectMetadata { metadata: Some(meta.into_message()) }
