@@ -30,7 +30,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use kube_gc_engine::cluster::{DeleteOptions, Patch, PropagationPolicy, Resource, WarningEvent};
-use kube_gc_engine::{Graph, ObjectMeta, ObjectType, OwnerRef, Uid};
+use kube_gc_engine::{Graph, ObjectMeta, OwnerRef};
 use lru::LruCache;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -184,15 +184,7 @@ impl Shadow {
         let owners: Vec<OwnerRef> = meta
             .owner_references
             .iter()
-            .filter_map(|r| {
-                Some(OwnerRef {
-                    ty: ObjectType::try_new(&r.api_version, &r.kind).ok()?,
-                    name: r.name.clone(),
-                    uid: Uid::try_parse(&r.uid).ok()?,
-                    controller: r.controller,
-                    block_owner_deletion: r.block_owner_deletion,
-                })
-            })
+            .filter_map(|r| kube_gc_engine::patch::try_owner_ref_from_api(r).ok())
             .collect();
         let judged = if meta.owner_references.is_empty() {
             AtDeletion::Unowned

@@ -49,6 +49,7 @@ use std::fmt::Display;
 use serde_json::{Map, Value, json};
 
 use crate::cluster::{ClusterError, Patch, PatchType};
+use crate::error::IngestError;
 use crate::identity::{ObjectType, OwnerRef, Uid};
 use crate::meta::OwnerReference;
 
@@ -70,8 +71,8 @@ pub fn owner_ref_to_api(owner: &OwnerRef) -> OwnerReference {
 
 /// The graph form (interned type, parsed UID) of an API owner reference. Never fails: any type
 /// and UID text is interned, past the caps of [`crate::identity`] too, so it is for one-shot
-/// tools (`kubectl gc`) and tests; the collector and ingestion intern a live reference with
-/// [`ObjectType::try_new`] and [`Uid::try_parse`].
+/// tools (`kubectl gc`) and tests; a long-running process interns live references with
+/// [`try_owner_ref_from_api`].
 pub fn owner_ref_from_api(owner: &OwnerReference) -> OwnerRef {
     OwnerRef {
         ty: ObjectType::new(&owner.api_version, &owner.kind),
@@ -80,6 +81,20 @@ pub fn owner_ref_from_api(owner: &OwnerReference) -> OwnerRef {
         controller: owner.controller,
         block_owner_deletion: owner.block_owner_deletion,
     }
+}
+
+/// As [`owner_ref_from_api`], for untrusted text: interned as ingestion interns it
+/// ([`ObjectType::try_new`], [`Uid::try_parse`]), so a type or non-UUID UID past the caps of
+/// [`crate::identity`] is refused ([`IngestError::TypeCapacity`] or
+/// [`IngestError::UidCapacity`]) and nothing is interned for it.
+pub fn try_owner_ref_from_api(owner: &OwnerReference) -> Result<OwnerRef, IngestError> {
+    Ok(OwnerRef {
+        ty: ObjectType::try_new(&owner.api_version, &owner.kind)?,
+        name: owner.name.clone(),
+        uid: Uid::try_parse(&owner.uid)?,
+        controller: owner.controller,
+        block_owner_deletion: owner.block_owner_deletion,
+    })
 }
 
 /// An owner reference as the API serializes it: `apiVersion`, `kind`, `name`, `uid` always (Go

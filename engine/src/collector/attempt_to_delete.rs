@@ -5,8 +5,9 @@
 
 use super::{Collector, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
+use crate::error::IngestError;
 use crate::graph::{NodeKey, NodeView};
-use crate::identity::{ObjectType, OwnerRef, Uid};
+use crate::identity::OwnerRef;
 use crate::meta::ObjectMeta;
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use crate::patch;
@@ -416,9 +417,9 @@ fn policy_for_finalizers(meta: &ObjectMeta) -> PropagationPolicy {
     }
 }
 
-/// A live owner reference in the graph's form, interned as ingestion interns it: untrusted
-/// text, so past the caps on types and non-UUID UIDs (see [`crate::identity`]) the decision
-/// stops and the item is kept and retried.
+/// A live owner reference in the graph's form, interned as ingestion interns it
+/// ([`patch::try_owner_ref_from_api`]): untrusted text, so past the caps on types and non-UUID
+/// UIDs (see [`crate::identity`]) the decision stops and the item is kept and retried.
 ///
 /// A refused type is one no discovered resource has (the controller interns each of those
 /// without a cap before anything is decided, and none is longer than the length limit), so
@@ -427,14 +428,10 @@ fn policy_for_finalizers(meta: &ObjectMeta) -> PropagationPolicy {
 /// upstream would look that owner up, where kube-gc keeps the item (it keeps the object out of
 /// the graph too).
 fn live_owner_ref(r: &crate::meta::OwnerReference) -> Result<OwnerRef, ItemError> {
-    let ty = ObjectType::try_new(&r.api_version, &r.kind)
-        .map_err(|e| ItemError::RestMapping(format!("{}/{}", e.api_version, e.kind)))?;
-    let uid = Uid::try_parse(&r.uid).map_err(|e| ItemError::Other(e.to_string()))?;
-    Ok(OwnerRef {
-        ty,
-        name: r.name.clone(),
-        uid,
-        controller: r.controller,
-        block_owner_deletion: r.block_owner_deletion,
+    patch::try_owner_ref_from_api(r).map_err(|e| match e {
+        IngestError::TypeCapacity(e) => {
+            ItemError::RestMapping(format!("{}/{}", e.api_version, e.kind))
+        }
+        other => ItemError::Other(other.to_string()),
     })
 }
