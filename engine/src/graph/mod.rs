@@ -336,29 +336,9 @@ impl Graph {
         #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
         if crate::loom_support::defect_active(crate::loom_support::Defect::ShardTornRead) {
             let owners = self.with_node(uid, |n, names| n.owner_refs(names))?;
-            return self.with_node(uid, |n, names| NodeView {
-                identity: n.identity(names),
-                incarnation: n.incarnation,
-                is_virtual: n.is_virtual(),
-                being_deleted: n.is_being_deleted(),
-                deleting_dependents: n.is_deleting_dependents(),
-                owners,
-                dependents_len: n.dependents.len(),
-                resource_version: n.resource_version(),
-                has_gc_finalizers: n.has_gc_finalizers(),
-            });
+            return self.with_node(uid, |n, names| NodeView { owners, ..n.view(names) });
         }
-        self.with_node(uid, |n, names| NodeView {
-            identity: n.identity(names),
-            incarnation: n.incarnation,
-            is_virtual: n.is_virtual(),
-            being_deleted: n.is_being_deleted(),
-            deleting_dependents: n.is_deleting_dependents(),
-            owners: n.owner_refs(names),
-            dependents_len: n.dependents.len(),
-            resource_version: n.resource_version(),
-            has_gc_finalizers: n.has_gc_finalizers(),
-        })
+        self.with_node(uid, |n, names| n.view(names))
     }
 
     /// The current key of the node with `uid`.
@@ -405,17 +385,7 @@ impl Graph {
             let shard = self.read_shard(s);
             let names = shard.names();
             for n in shard.iter() {
-                let view = NodeView {
-                    identity: n.identity(names),
-                    incarnation: n.incarnation,
-                    is_virtual: n.is_virtual(),
-                    being_deleted: n.is_being_deleted(),
-                    deleting_dependents: n.is_deleting_dependents(),
-                    owners: n.owner_refs(names),
-                    dependents_len: n.dependents.len(),
-                    resource_version: n.resource_version(),
-                    has_gc_finalizers: n.has_gc_finalizers(),
-                };
+                let view = n.view(names);
                 let deps: Vec<_> = n
                     .dependents
                     .iter()

@@ -563,6 +563,21 @@ impl Node {
         self.owners.iter().map(|r| r.to_owner_ref(self, names)).collect()
     }
 
+    /// A copy of the node as it leaves the graph (`names` are its shard's).
+    pub(crate) fn view(&self, names: &Names) -> super::NodeView {
+        super::NodeView {
+            identity: self.identity(names),
+            incarnation: self.incarnation,
+            is_virtual: self.is_virtual(),
+            being_deleted: self.is_being_deleted(),
+            deleting_dependents: self.is_deleting_dependents(),
+            owners: self.owner_refs(names),
+            dependents_len: self.dependents.len(),
+            resource_version: self.resource_version(),
+            has_gc_finalizers: self.has_gc_finalizers(),
+        }
+    }
+
     pub(crate) fn identity(&self, names: &Names) -> ObjectReference {
         ObjectReference {
             ty: self.ty,

@@ -180,9 +180,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                         node.mark_deleting_dependents();
                     }
                 }
-                let holder = node.name;
-                node.owners =
-                    ev.owners.iter().map(|r| r.to_node_owner_ref(holder, names)).collect();
+                node.owners = ev.node_owners(node.name, names);
                 node.set_observed_version(ev.resource_version, ev.state.has_gc_finalizers());
                 shard.insert(node);
             }
@@ -195,9 +193,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 let current = n.owners.iter().map(|r| RefView::of_node(n, r, names));
                 let changed = !current.eq(ev.owners.iter().copied());
                 if changed {
-                    let holder = n.name;
-                    let owners =
-                        ev.owners.iter().map(|r| r.to_node_owner_ref(holder, names)).collect();
+                    let owners = ev.node_owners(n.name, names);
                     n.replace_owners(owners, names);
                 }
                 if ev.state.deletion_timestamp {

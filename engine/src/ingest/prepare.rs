@@ -104,6 +104,16 @@ impl<'a> Prepared<'a> {
             && node.name(names) == self.name
     }
 
+    /// The object's references as the node whose name is at `holder` keeps them, their names
+    /// stored in `names` (the node's shard's).
+    pub(crate) fn node_owners(
+        &self,
+        holder: crate::graph::names::NameId,
+        names: &mut crate::graph::names::Names,
+    ) -> crate::graph::node::Owners {
+        self.owners.iter().map(|r| r.to_node_owner_ref(holder, names)).collect()
+    }
+
     /// The object's references to `owner` as (type, name, blocks): what the owner's side of
     /// the edge keeps (see `graph::node::DependentEntry`).
     pub(crate) fn edge_refs(
