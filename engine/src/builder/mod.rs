@@ -22,6 +22,7 @@
 //! with an empty store, as a new informer does. Notifications a replaced watcher sent before it
 //! stopped are still applied, through a throwaway store, so that no delete it saw is lost.
 
+mod emitted;
 mod graph_changes;
 mod store;
 
