@@ -183,6 +183,26 @@ async fn lists_should_be_protobuf_when_asked_first_and_match_json() {
     assert!(list.items.iter().any(|i| i.metadata.as_ref().unwrap().deletion_timestamp.is_some()));
 }
 
+/// A list past 10,000 items is encoded on two threads and sent in parts of about a megabyte:
+/// the parts must join into the one list, in the store's order.
+#[tokio::test]
+async fn a_large_list_sent_in_parts_should_match_json() {
+    let sim = start().await;
+    let preload = kube_gc_simcluster::preload::Preload::new(30_000);
+    let loaded = kube_gc_simcluster::preload::preload(sim.store(), &preload).unwrap();
+    assert!(loaded.pods > 10_000, "{} pods: not a list encoded on two threads", loaded.pods);
+    let c = client(&sim).await;
+    let uri = "/api/v1/pods?resourceVersion=0";
+    let (_, _, body) = get(&c, uri, LIST_ACCEPT).await;
+    assert!(body.len() > 2 << 20, "{} bytes: not a list of several parts", body.len());
+    let page = list_protobuf(&c, uri).await;
+    let json = list_json(&c, uri).await;
+    let expected: Vec<ObjectMeta> =
+        json["items"].as_array().unwrap().iter().map(|i| engine_meta(&i["metadata"])).collect();
+    assert_eq!(page.items.len(), loaded.pods);
+    assert!(page.items == expected, "the protobuf list differs from the JSON list");
+}
+
 #[tokio::test]
 async fn other_answers_should_stay_json() {
     let sim = start().await;

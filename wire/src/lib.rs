@@ -231,33 +231,38 @@ pub fn encode_list(list: &messages::PartialObjectMetadataList) -> Vec<u8> {
     enveloped("meta.k8s.io/v1", "PartialObjectMetadataList", list)
 }
 
-/// The same body as [`encode_list`], from items already encoded one by one (each a
-/// `PartialObjectMetadata` message, not enveloped): a server can encode them in parallel and
-/// never hold them all as messages.
-pub fn encode_list_of_encoded(metadata: &ListMeta, items: &[Vec<u8>]) -> Vec<u8> {
+/// Appends `item` (an encoded `PartialObjectMetadata`, not enveloped) to `out` as an item of
+/// a list body (see [`list_body_around`]).
+pub fn frame_list_item(item: &[u8], out: &mut Vec<u8>) {
     use prost::encoding::{WireType, encode_key, encode_varint};
-    let items_len: usize = items
-        .iter()
-        .map(|i| 1 + prost::encoding::encoded_len_varint(i.len() as u64) + i.len())
-        .sum();
-    let mut raw = Vec::with_capacity(metadata.encoded_len() + 8 + items_len);
-    prost::encoding::message::encode(1, metadata, &mut raw);
-    for item in items {
-        encode_key(2, WireType::LengthDelimited, &mut raw);
-        encode_varint(item.len() as u64, &mut raw);
-        raw.extend_from_slice(item);
-    }
+    encode_key(2, WireType::LengthDelimited, out);
+    encode_varint(item.len() as u64, out);
+    out.extend_from_slice(item);
+}
+
+/// The bytes of a list body, as [`encode_list`] writes it, before and after its items, which
+/// take `framed_items_len` bytes written by [`frame_list_item`]. Sent one after the other, the
+/// head, the items (in as many buffers as the server likes) and the tail are the body: a
+/// server of a million objects need not join a 100 MB list into one buffer of fresh pages.
+pub fn list_body_around(metadata: &ListMeta, framed_items_len: usize) -> (Vec<u8>, Vec<u8>) {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+    let list_meta_len = metadata.encoded_len();
+    let raw_len = 1 + encoded_len_varint(list_meta_len as u64) + list_meta_len + framed_items_len;
     let type_meta = messages::TypeMeta {
         api_version: Some("meta.k8s.io/v1".into()),
         kind: Some("PartialObjectMetadataList".into()),
     };
-    let mut out = Vec::with_capacity(MAGIC.len() + raw.len() + 64);
-    out.extend_from_slice(&MAGIC);
-    prost::encoding::message::encode(1, &type_meta, &mut out);
-    prost::encoding::bytes::encode(2, &raw, &mut out);
-    prost::encoding::string::encode(3, &String::new(), &mut out);
-    prost::encoding::string::encode(4, &String::new(), &mut out);
-    out
+    let mut head = Vec::with_capacity(MAGIC.len() + list_meta_len + 64);
+    head.extend_from_slice(&MAGIC);
+    prost::encoding::message::encode(1, &type_meta, &mut head);
+    // The envelope's `raw`: the list message, whose items follow the head.
+    encode_key(2, WireType::LengthDelimited, &mut head);
+    encode_varint(raw_len as u64, &mut head);
+    prost::encoding::message::encode(1, metadata, &mut head);
+    let mut tail = Vec::new();
+    prost::encoding::string::encode(3, &String::new(), &mut tail);
+    prost::encoding::string::encode(4, &String::new(), &mut tail);
+    (head, tail)
 }
 
 /// A `Status` body, enveloped.

@@ -82,17 +82,36 @@ pub(super) fn list_response(
         r#continue: page.continue_token,
         remaining_item_count: None,
     };
-    let body = kube_gc_wire::encode_list_of_encoded(&metadata, &encode_items(&page.items));
+    let framed = frame_items(&page.items);
+    let (head, tail) = kube_gc_wire::list_body_around(&metadata, framed.iter().map(Vec::len).sum());
+    // Sent part by part: joined, a list of a million objects was another 100 MB of fresh
+    // pages and a copy, a fifth of the emulator's CPU during a warm-up.
+    let parts = std::iter::once(head).chain(framed).chain(std::iter::once(tail));
+    let body = Body::from_stream(futures_util::stream::iter(
+        parts.map(|part| Ok::<_, std::convert::Infallible>(Bytes::from(part))),
+    ));
     Ok((StatusCode::OK, [(header::CONTENT_TYPE, PROTOBUF)], body).into_response())
 }
 
-/// Each stored object's `PartialObjectMetadata`, encoded. A whole list (`resourceVersion=0`,
-/// a million objects) is converted on two threads: the client waits for its first byte
-/// meanwhile, so the second core would be idle.
-fn encode_items(items: &[Arc<[u8]>]) -> Vec<Vec<u8>> {
+/// Each stored object's `PartialObjectMetadata`, encoded and framed as a list's items, in
+/// buffers of about [`PART_LEN`] bytes (no reallocation copies a whole list). A whole list
+/// (`resourceVersion=0`, a million objects) is converted on two threads: the client waits for
+/// its first byte meanwhile, so the second core would be idle.
+fn frame_items(items: &[Arc<[u8]>]) -> Vec<Vec<u8>> {
     use kube_gc_wire::Message as _;
     let encode = |chunk: &[Arc<[u8]>]| -> Vec<Vec<u8>> {
-        chunk.iter().map(|b| partial_object_metadata(b).encode_to_vec()).collect()
+        let mut parts = vec![Vec::new()];
+        let mut item = Vec::new();
+        for stored in chunk {
+            item.clear();
+            partial_object_metadata(stored).encode(&mut item).expect("a Vec grows as needed");
+            let part = parts.last_mut().expect("never empty");
+            if part.len() + item.len() + 16 > PART_LEN && !part.is_empty() {
+                parts.push(Vec::with_capacity(PART_LEN));
+            }
+            kube_gc_wire::frame_list_item(&item, parts.last_mut().expect("never empty"));
+        }
+        parts
     };
     if items.len() < 10_000 {
         return encode(items);
@@ -100,11 +119,14 @@ fn encode_items(items: &[Arc<[u8]>]) -> Vec<Vec<u8>> {
     let (first, second) = items.split_at(items.len() / 2);
     std::thread::scope(|s| {
         let other = s.spawn(|| encode(second));
-        let mut encoded = encode(first);
-        encoded.extend(other.join().expect("encoding a list's items does not panic"));
-        encoded
+        let mut parts = encode(first);
+        parts.extend(other.join().expect("encoding a list's items does not panic"));
+        parts
     })
 }
+
+/// The size of the buffers a list body is sent in.
+const PART_LEN: usize = 1 << 20;
 
 /// The `Content-Type` of a watch stream in `encoding`.
 pub(super) fn watch_content_type(encoding: Encoding) -> &'static str {
