@@ -28,7 +28,7 @@ use kube_gc::{Controller, Flags};
 use serde::{Deserialize, Serialize};
 
 use crate::demo::Calls;
-use kube_gc_simcluster::store::{DeleteOptions, ListOptions, Resolved, object_key};
+use kube_gc_simcluster::store::{DeleteOptions, ListOptions, Resolved, StoredObject, object_key};
 use kube_gc_simcluster::{Config, Faults, SimCluster, Store};
 
 /// `--qps off`: a limit no run reaches (kube-gc's limiter needs a positive rate).
@@ -178,7 +178,9 @@ pub fn fill(
         let r = store.resolve_api_version(api_version, plural)?;
         store.preload(
             &r,
-            objects.into_iter().map(|(k, json, rv)| (k, Arc::from(json.into_bytes()), rv)),
+            objects
+                .into_iter()
+                .map(|(k, json, rv)| (k, Arc::new(StoredObject::new(json.into_bytes())), rv)),
         )?;
     }
     Ok(owners)

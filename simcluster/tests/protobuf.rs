@@ -203,6 +203,23 @@ async fn a_large_list_sent_in_parts_should_match_json() {
     assert!(page.items == expected, "the protobuf list differs from the JSON list");
 }
 
+/// An object's protobuf metadata is encoded once per stored version: a list after a write
+/// must show the write.
+#[tokio::test]
+async fn a_list_after_a_write_should_show_it() {
+    let sim = start().await;
+    let c = client(&sim).await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    cms.create(&PostParams::default(), &configmap(json!({"name": "w"}))).await.unwrap();
+    let before = list_protobuf(&c, CMS).await;
+    assert!(before.items[0].finalizers.is_empty());
+    let patch = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    cms.patch("w", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let after = list_protobuf(&c, CMS).await;
+    assert_eq!(after.items[0].finalizers, ["example.com/hold"]);
+    assert_ne!(after.items[0].resource_version, before.items[0].resource_version);
+}
+
 #[tokio::test]
 async fn other_answers_should_stay_json() {
     let sim = start().await;

@@ -31,7 +31,7 @@ use kube_gc::{Controller, Flags};
 use serde::Deserialize;
 
 use kube_gc_simcluster::preload::{Preload, Shape, preload};
-use kube_gc_simcluster::store::{ListOptions, Resolved};
+use kube_gc_simcluster::store::{ListOptions, Resolved, StoredObject};
 use kube_gc_simcluster::{Config, SimCluster, Store};
 
 /// The demo's `--kube-api-qps` default. kube-gc's own is 20 (kube-controller-manager's, the

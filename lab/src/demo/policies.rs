@@ -54,16 +54,17 @@ impl Sample {
         let in_ns = |r: &Resolved| {
             store.list(r, &ListOptions { namespace: Some(namespace.clone()), ..Default::default() })
         };
-        let owned_by = |uid: &str, items: Vec<Arc<[u8]>>| -> anyhow::Result<Vec<StoredMeta>> {
-            let mut out = Vec::new();
-            for b in items {
-                let m = meta(&b)?;
-                if m.owner_references.iter().any(|o| o.uid == uid) {
-                    out.push(m);
+        let owned_by =
+            |uid: &str, items: Vec<Arc<StoredObject>>| -> anyhow::Result<Vec<StoredMeta>> {
+                let mut out = Vec::new();
+                for b in items {
+                    let m = meta(&b)?;
+                    if m.owner_references.iter().any(|o| o.uid == uid) {
+                        out.push(m);
+                    }
                 }
-            }
-            Ok(out)
-        };
+                Ok(out)
+            };
         let rs = owned_by(&d.uid, in_ns(&res.replicasets)?.items)?;
         let [rs] = <[StoredMeta; 1]>::try_from(rs).map_err(|v| {
             anyhow::anyhow!("{namespace}/{deployment} owns {} ReplicaSets, not 1", v.len())

@@ -16,6 +16,8 @@ use kube_gc_wire::messages::{
 };
 use kube_gc_wire::{PROTOBUF, PROTOBUF_WATCH, WatchEventType};
 
+use crate::store::StoredObject;
+
 use super::*;
 
 /// How a response is encoded, as the request's `Accept` negotiated it.
@@ -97,19 +99,16 @@ pub(super) fn list_response(
 /// buffers of about [`PART_LEN`] bytes (no reallocation copies a whole list). A whole list
 /// (`resourceVersion=0`, a million objects) is converted on two threads: the client waits for
 /// its first byte meanwhile, so the second core would be idle.
-fn frame_items(items: &[Arc<[u8]>]) -> Vec<Vec<u8>> {
-    use kube_gc_wire::Message as _;
-    let encode = |chunk: &[Arc<[u8]>]| -> Vec<Vec<u8>> {
+fn frame_items(items: &[Arc<StoredObject>]) -> Vec<Vec<u8>> {
+    let encode = |chunk: &[Arc<StoredObject>]| -> Vec<Vec<u8>> {
         let mut parts = vec![Vec::new()];
-        let mut item = Vec::new();
         for stored in chunk {
-            item.clear();
-            partial_object_metadata(stored).encode(&mut item).expect("a Vec grows as needed");
+            let item = encoded_metadata(stored);
             let part = parts.last_mut().expect("never empty");
             if part.len() + item.len() + 16 > PART_LEN && !part.is_empty() {
                 parts.push(Vec::with_capacity(PART_LEN));
             }
-            kube_gc_wire::frame_list_item(&item, parts.last_mut().expect("never empty"));
+            kube_gc_wire::frame_list_item(item, parts.last_mut().expect("never empty"));
         }
         parts
     };
@@ -181,6 +180,12 @@ fn object_body(object: &PartialObjectMetadata) -> Vec<u8> {
 pub fn partial_object_metadata(stored: &[u8]) -> PartialObjectMetadata {
     let meta = serde_json::from_slice::<Stored<'_>>(stored).map(|s| s.metadata).unwrap_or_default();
     PartialObjectMetadata { metadata: Some(meta.into_message()) }
+}
+
+/// `stored`'s `PartialObjectMetadata`, encoded: converted from its JSON once per stored version.
+pub(crate) fn encoded_metadata(stored: &StoredObject) -> &[u8] {
+    use kube_gc_wire::Message as _;
+    stored.metadata_protobuf(|json| partial_object_metadata(json).encode_to_vec())
 }
 
 /// A stored object as far as its protobuf metadata goes: serde steps over `spec`, `status` and

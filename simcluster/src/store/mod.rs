@@ -7,7 +7,7 @@
 //! Each resource's objects live in one table, a `BTreeMap` keyed by `namespace/name` (`name` for
 //! cluster-scoped objects), so that listing one namespace is a range and pagination by key is
 //! stable. An object is stored as its serialized JSON *without* `apiVersion` and `kind` (they
-//! belong to the resource and to the version it is read at), in an `Arc<[u8]>` shared with the
+//! belong to the resource and to the version it is read at), in an `Arc<StoredObject>` shared with the
 //! watch history: a few hundred bytes per object, no tree.
 //!
 //! # Concurrency
@@ -56,7 +56,7 @@ pub(crate) use validation::{parse_stored, with_type};
 use writes::*;
 
 /// `Option` table: `None` once its resource is gone (CRD deleted).
-type Table = Option<BTreeMap<Box<str>, Arc<[u8]>>>;
+type Table = Option<BTreeMap<Box<str>, Arc<StoredObject>>>;
 
 struct State {
     rv: u64,
@@ -174,7 +174,12 @@ impl Store {
     }
 
     /// The object `name`, in stored form.
-    pub fn get(&self, r: &Resolved, namespace: Option<&str>, name: &str) -> Result<Arc<[u8]>> {
+    pub fn get(
+        &self,
+        r: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<StoredObject>> {
         let s = self.state.read();
         s.table(r)?.get(&object_key(namespace, name)).cloned().ok_or_else(|| not_found(r, name))
     }
@@ -459,7 +464,7 @@ impl Store {
         let policy = delete.policy()?;
         let mut s = self.state.write();
         let prefix = opts.namespace.as_ref().map(|ns| format!("{ns}/"));
-        let keys: Vec<(Box<str>, Arc<[u8]>)> = s
+        let keys: Vec<(Box<str>, Arc<StoredObject>)> = s
             .table(r)?
             .iter()
             .filter(|(k, _)| prefix.as_ref().is_none_or(|p| k.starts_with(p.as_str())))
@@ -486,7 +491,7 @@ impl Store {
     pub fn preload(
         &self,
         r: &Resolved,
-        objects: impl IntoIterator<Item = (Box<str>, Arc<[u8]>, u64)>,
+        objects: impl IntoIterator<Item = (Box<str>, Arc<StoredObject>, u64)>,
     ) -> Result<usize> {
         let mut s = self.state.write();
         let mut max_rv = s.rv;

@@ -50,11 +50,14 @@ impl State {
         }
     }
 
-    pub(super) fn table(&self, r: &Resolved) -> Result<&BTreeMap<Box<str>, Arc<[u8]>>> {
+    pub(super) fn table(&self, r: &Resolved) -> Result<&BTreeMap<Box<str>, Arc<StoredObject>>> {
         self.tables.get(r.table).and_then(Option::as_ref).ok_or_else(|| gone_resource(r))
     }
 
-    pub(super) fn table_mut(&mut self, r: &Resolved) -> Result<&mut BTreeMap<Box<str>, Arc<[u8]>>> {
+    pub(super) fn table_mut(
+        &mut self,
+        r: &Resolved,
+    ) -> Result<&mut BTreeMap<Box<str>, Arc<StoredObject>>> {
         self.tables.get_mut(r.table).and_then(Option::as_mut).ok_or_else(|| gone_resource(r))
     }
 
@@ -83,7 +86,8 @@ impl State {
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), rv.to_string().into());
         }
-        let bytes: Arc<[u8]> = serde_json::to_vec(&obj).expect("a Value serializes").into();
+        let bytes =
+            Arc::new(StoredObject::new(serde_json::to_vec(&obj).expect("a Value serializes")));
         let table = self.table_mut(r).expect("checked by the caller");
         if kind == ChangeKind::Deleted {
             table.remove(&key);
