@@ -146,6 +146,17 @@ impl Shard {
         self.index.find(uid.hash64(), |&s| node_in(chunks, s).uid == uid).copied()
     }
 
+    /// Looks up each of `uids`, one right after the other, and forgets the answers: warms the
+    /// caches with the index entries and nodes a walk of a batch is about to read. A walk does
+    /// an event's work between two lookups, so each lookup waits for its own cache misses
+    /// (a few hundred nanoseconds each in a graph of millions); lookups with nothing between
+    /// them are independent, and the CPU overlaps their misses.
+    pub(crate) fn warm(&self, uids: impl Iterator<Item = Uid>) {
+        for uid in uids {
+            std::hint::black_box(self.find(uid));
+        }
+    }
+
     /// The number of nodes.
     pub(crate) fn len(&self) -> usize {
         self.index.len()

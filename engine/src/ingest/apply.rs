@@ -122,6 +122,10 @@ pub(crate) fn apply_shard(
     steps: &[Step<'_>],
     out: &mut Vec<Out>,
 ) {
+    shard.warm(steps.iter().filter_map(|step| match *step {
+        Step::Main(seq) | Step::End(seq) => prepared[seq as usize].as_ref().map(|ev| ev.uid),
+        Step::Edge(op) => Some(op.owner),
+    }));
     for step in steps {
         let mut em = Emitter { out, order: step.order(), index: 0 };
         match *step {

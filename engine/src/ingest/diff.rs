@@ -101,6 +101,7 @@ pub(crate) fn diff_shard<'x, 'e: 'x>(
     own: &[u32],
     out: &mut [Vec<EdgeOp>],
 ) {
+    shard.warm(own.iter().filter_map(|&seq| prepared[seq as usize].as_ref().map(|ev| ev.uid)));
     let mut known: HashMap<Uid, Known<'x>> = HashMap::with_capacity(own.len());
     for &seq in own {
         let Some(ev) = prepared[seq as usize].as_ref() else { continue };
