@@ -7,8 +7,9 @@
 //! Each resource's objects live in one table, a `BTreeMap` keyed by `namespace/name` (`name` for
 //! cluster-scoped objects), so that listing one namespace is a range and pagination by key is
 //! stable. An object is stored as its serialized JSON *without* `apiVersion` and `kind` (they
-//! belong to the resource and to the version it is read at), in an `Arc<StoredObject>` shared with the
-//! watch history: a few hundred bytes per object, no tree.
+//! belong to the resource and to the version it is read at), with its metadata's protobuf
+//! encoding once a list has asked for it, in an `Arc<StoredObject>` shared with the watch
+//! history: well under a kilobyte per object, no tree.
 //!
 //! # Concurrency
 //!
