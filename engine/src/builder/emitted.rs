@@ -119,6 +119,9 @@ impl EmittedUids {
     /// Adds every UID of `listing` (a first list: nothing it lacks is gone).
     pub(crate) fn extend(&mut self, listing: Listing) {
         let listed = listing.into_sorted();
+        if listed.is_empty() {
+            return; // nothing to add: no rebuild of a vector of millions
+        }
         if self.sorted.is_empty() && self.added.is_empty() {
             self.sorted = listed;
             return;
