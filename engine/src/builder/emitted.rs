@@ -126,14 +126,7 @@ impl EmittedUids {
             self.sorted = listed;
             return;
         }
-        let removed = std::mem::take(&mut self.removed);
-        let mut all = std::mem::take(&mut self.sorted);
-        all.retain(|uid| !removed.contains(uid));
-        all.extend(self.added.drain());
-        all.extend(listed);
-        all.sort_unstable();
-        all.dedup();
-        self.sorted = all;
+        self.fold(listed);
     }
 
     /// Replaces the set with `listing`'s UIDs (a relist), calling `vanished` with each UID the
@@ -159,13 +152,19 @@ impl EmittedUids {
     /// Folds the side sets into the vector once they outgrow a quarter of it.
     fn fold_if_large(&mut self) {
         let side = self.added.len() + self.removed.len();
-        if side <= self.fold_floor.max(self.sorted.len() / 4) {
-            return;
+        if side > self.fold_floor.max(self.sorted.len() / 4) {
+            self.fold(Vec::new());
         }
+    }
+
+    /// Folds the side sets and `more` into the vector, which then holds the whole set.
+    fn fold(&mut self, more: Vec<Uid>) {
         let removed = std::mem::take(&mut self.removed);
         self.sorted.retain(|uid| !removed.contains(uid));
         self.sorted.extend(self.added.drain());
+        self.sorted.extend(more);
         self.sorted.sort_unstable();
+        self.sorted.dedup();
     }
 }
 

@@ -8,8 +8,8 @@
 //! 1. A simcluster with [`ChaosConfig::faults`] (their seed: the run's seed) and
 //!    [`ChaosConfig::fillers`] ConfigMaps, so that the collector's lists (pages of 500) carry
 //!    continue tokens; some are owned by a live Deployment.
-//! 2. [`ChaosConfig::scenarios`] scenarios drawn from the seed (see `scenarios::Shape`), each in its own
-//!    namespace, written straight to the store (no faults on the test's own writes).
+//! 2. [`ChaosConfig::scenarios`] scenarios drawn from the seed (see `scenarios::Shape`), each
+//!    in its own namespace, written straight to the store (no faults on the test's own writes).
 //! 3. kube-gc starts; during [`ChaosConfig::chaos`], at times drawn from the seed, each
 //!    scenario's user deletes its root with its propagation policy, a CustomResourceDefinition
 //!    is created and the custom-resource scenarios built on it, and the collector is stopped
