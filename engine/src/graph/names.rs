@@ -249,17 +249,21 @@ mod tests {
     #[test]
     fn released_names_count_as_dead_until_they_outweigh_the_live_ones() {
         let mut names = Names::default();
-        // 1,000 names of 35 bytes: one chunk, so that no chunk's end is left unused.
-        let ids: Vec<NameId> = (0..1000).map(|i| names.store(&format!("pod-{i:030}"))).collect();
-        assert_eq!((names.live, names.dead), (1000 * 35, 0));
+        // Names of 32 bytes stored, filling four chunks to their ends (so that no unused end
+        // counts as dead), and enough dead bytes for a release build's floor.
+        let count = 4 * CHUNK / 32;
+        let ids: Vec<NameId> = (0..count).map(|i| names.store(&format!("pod-{i:027}"))).collect();
+        assert_eq!((names.live, names.dead), (count * 32, 0));
+        assert_eq!(names.chunks.len(), 4);
         assert!(!names.is_wasteful());
-        for &id in &ids[..500] {
+        for &id in &ids[..count / 2] {
             names.release(id);
         }
+        assert!(COMPACT_MIN_DEAD <= names.dead, "past a release build's floor");
         assert!(!names.is_wasteful(), "half released: as much dead as live");
-        names.release(ids[500]);
+        names.release(ids[count / 2]);
         assert!(names.is_wasteful());
-        assert_eq!(names.get(ids[999]), format!("pod-{:030}", 999));
+        assert_eq!(names.get(ids[count - 1]), format!("pod-{:027}", count - 1));
     }
 
     #[test]
