@@ -101,8 +101,9 @@ fn virtual_deletes_go_first() {
 }
 
 /// The builder keeps its event buffer from one batch to the next: each batch applies its own
-/// events once, never again with the next, whether its buffer was kept (small batches) or not
-/// (a relist's deletes, more than the builder keeps).
+/// events once, never again with the next, whether its buffer was cleared on the builder's
+/// thread (small batches), on the ingester's pool while the next batch is built (large ones,
+/// two in a row here), or not kept (a relist's deletes, more than the builder keeps).
 #[test]
 fn each_batch_applies_only_its_own_events() {
     let (graph, mut builder) = builder();
@@ -113,9 +114,15 @@ fn each_batch_applies_only_its_own_events() {
         ..ObjectMeta::default()
     };
     let many = 20_000;
-    for chunk in (0..many).collect::<Vec<_>>().chunks(500) {
-        let listed = chunk.iter().map(|&n| Notification::Listed(object(n))).collect();
-        assert_eq!(builder.ingest(vec![batch(RS, 1, listed)]).events, chunk.len());
+    let mut next = 0;
+    for size in [500, 2500, 2500, 500].into_iter().cycle() {
+        let end = (next + size).min(many);
+        let listed = (next..end).map(|n| Notification::Listed(object(n))).collect();
+        assert_eq!(builder.ingest(vec![batch(RS, 1, listed)]).events, (end - next) as usize);
+        next = end;
+        if next == many {
+            break;
+        }
     }
     assert_eq!(builder.ingest(Vec::new()).events, 0, "nothing left over");
     assert_eq!(graph.len(), many as usize);

@@ -28,6 +28,7 @@ mod store;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::mpsc;
 
 pub use graph_changes::GraphChanges;
 pub use store::{Notification, ResourceStore};
@@ -80,6 +81,9 @@ pub struct GraphBuilder<C> {
     stores: HashMap<String, (u64, ResourceStore)>,
     /// The events of the batch being built, kept between batches (see [`RETAINED_EVENTS`]).
     events: Vec<Event>,
+    /// The buffer of the batch before, while the ingester's pool clears it (see
+    /// [`GraphBuilder::recycle`]).
+    clearing: Option<mpsc::Receiver<Vec<Event>>>,
 }
 
 /// The capacity of the event buffer kept from one batch to the next. Built afresh, a batch's
@@ -88,6 +92,10 @@ pub struct GraphBuilder<C> {
 /// warm-up more CPU than its graph's lookups. A rare larger batch (a relist's deletes) gets a
 /// buffer of its own, dropped after it.
 const RETAINED_EVENTS: usize = 16 * 1024;
+
+/// Batches with fewer events than this are cleared on the builder's thread: handing them to
+/// the pool costs more than freeing them.
+const CLEAR_IN_POOL_FROM: usize = 1024;
 
 impl<C> fmt::Debug for GraphBuilder<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -112,6 +120,7 @@ impl<C: Cluster> GraphBuilder<C> {
             graph_changes,
             stores: HashMap::new(),
             events: Vec::new(),
+            clearing: None,
         }
     }
 
@@ -147,10 +156,7 @@ impl<C: Cluster> GraphBuilder<C> {
             }
         }
         let mut done = self.apply(&events);
-        events.clear();
-        if events.capacity() <= RETAINED_EVENTS {
-            self.events = events;
-        }
+        self.recycle(events);
         for source in &listed {
             // Now in the graph: its virtual owners may be proven absent by a list (warm-up
             // included), at a cost its size tells.
@@ -159,6 +165,40 @@ impl<C: Cluster> GraphBuilder<C> {
         }
         done.listed = listed;
         done
+    }
+
+    /// Frees a batch's events and keeps their buffer for a later batch.
+    ///
+    /// A batch's events hold the strings the watchers decoded, allocated on the watchers'
+    /// threads; freeing them from this one is the allocator's slow path (a free into another
+    /// thread's page), and at 10M objects it took more than a third of the builder's thread,
+    /// on the path of every batch. So a large batch is cleared on a thread of the ingester's
+    /// pool, idle while this thread turns the next batch's notifications into events, and its
+    /// buffer comes back for a later batch. At most one buffer is being cleared: the next
+    /// batch waits for it before handing its own over (it has had a whole batch's time),
+    /// which bounds the memory held to one batch more.
+    /// Only when memory is freed changes: the graph and the queues are written before.
+    fn recycle(&mut self, mut events: Vec<Event>) {
+        if let Some(cleared) = self.clearing.take() {
+            // Sent once, by a job that cannot panic before it sends.
+            self.events = cleared.recv().unwrap_or_default();
+        }
+        if events.len() < CLEAR_IN_POOL_FROM {
+            events.clear();
+            if events.capacity() <= RETAINED_EVENTS && events.capacity() > self.events.capacity() {
+                self.events = events;
+            }
+            return;
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.ingester.spawn(move || {
+            events.clear();
+            if events.capacity() > RETAINED_EVENTS {
+                events = Vec::new(); // a rare large batch's buffer is not kept
+            }
+            let _ = tx.send(events);
+        });
+        self.clearing = Some(rx);
     }
 
     /// Applies graph events already built (tests, and upstream's test scripts, drive the graph

@@ -310,6 +310,19 @@ fn repeats_owner_uid(e: &Event) -> bool {
 }
 
 impl Ingester {
+    /// Runs `job` on a thread of the pool without waiting for it, or on the calling thread if
+    /// there is no pool. For work off the graph builder's path, such as freeing a batch: the
+    /// pool's threads are idle while the builder turns the next notifications into events.
+    /// The job must not panic (the pool would abort the process).
+    pub(crate) fn spawn(&self, job: impl FnOnce() + Send + 'static) {
+        #[cfg(not(kube_gc_loom))]
+        if let Some(pool) = &self.pool {
+            pool.spawn(job);
+            return;
+        }
+        job()
+    }
+
     /// Runs `f(0..threads)`, each on its own thread of the pool (or `f(0)` on the caller's
     /// when `threads` is 1), and collects the results in thread order.
     fn run_on_threads<R: Send>(&self, threads: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
