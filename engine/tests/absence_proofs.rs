@@ -248,6 +248,38 @@ fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
     assert_eq!((round.lists, round.proven_absent), (1, 2 * owners as usize));
 }
 
+/// During warm-up no round looks up owners it cannot decide for (too few to list, and not
+/// waiting long enough to be settled), observed or not: an owner observed meanwhile stays until
+/// a decision is taken (here at the sync), then goes back to its queue with no list spent on it.
+#[test]
+fn during_warm_up_owners_that_cannot_be_settled_are_not_looked_up() {
+    let cluster = cluster();
+    let owner = create(&cluster, &replicasets(), rs(1));
+    let stored = create(&cluster, &pods(), pod(1, 1));
+    let mut env = Env::new(cluster, CollectorOptions { early_collection: true, ..options() });
+    observe(&mut env, stored);
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 1);
+    observe(&mut env, owner);
+    for listed in [false, true] {
+        if listed {
+            env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 1);
+        }
+        let round = block_on(env.collector.prove_absences(ProofWaits::default()));
+        assert_eq!(
+            (round.lists, round.handed_back, round.waiting),
+            (0, 0, 1),
+            "one owner, short of {OWNERS_PER_PAGE} a page (ReplicaSets listed: {listed})"
+        );
+    }
+    env.collector.finish_warm_up();
+    let round = block_on(env.collector.prove_absences(ProofWaits::default()));
+    assert_eq!((round.lists, round.handed_back, round.waiting), (0, 1, 0), "observed: back");
+    env.drain_attempt_to_delete(10_000);
+    assert!(env.cluster.calls().is_empty(), "{:#?}", env.cluster.calls());
+    assert!(env.cluster.object(&pods(), "ns1", "pod-1").is_some());
+}
+
 /// A warm-up held open past the wait (a resource that never syncs): owners of a resource whose
 /// list is in the graph are settled (here a list, cheaper than the GETs), the others take the
 /// GET; none waits for a sync that does not come.

@@ -259,8 +259,42 @@ impl<C: Cluster> Collector<C> {
         let resources: Vec<Resource> = proofs.pending.keys().cloned().collect();
         let graph = &self.graph;
         for resource in resources {
-            let (since, count) = {
-                let (since, entries) = proofs.pending.get_mut(&resource).expect("present");
+            let (since, waiting) = {
+                let (since, entries) = &proofs.pending[&resource];
+                (*since, entries.len())
+            };
+            let synced = proofs.listed.get(&resource.object_type()).copied();
+            let size = synced.or_else(|| proofs.sizes.get(&resource).copied());
+            let pages = size.map(|n| n.div_ceil(PAGE_SIZE as usize).max(1));
+            let failed = proofs.failed_until.get(&resource).is_some_and(|until| *until > now);
+            // During warm-up only resources whose list is in the graph: the others' virtual
+            // owners may simply not be observed yet.
+            let may_list = !failed && (synced.is_some() || !warming_up);
+            let listable =
+                pages.is_some() && !(warming_up && proofs.listed_in_warm_up.contains(&resource));
+            // Owners waiting since before the sync have waited for the sync, not for the
+            // settle: the longest wait counts from whichever came last.
+            let waited_since = ended.map_or(since, |e| e.max(since));
+            let flush = if warming_up {
+                now.duration_since(since) >= waits.warm_up_max_wait
+            } else {
+                quiet || now.duration_since(waited_since) >= waits.max_wait
+            };
+            let may_list_now =
+                may_list && listable && pages.is_some_and(|p| waiting >= OWNERS_PER_PAGE * p);
+            if warming_up && !(failed || flush || may_list_now) {
+                // Nothing can be decided for these owners this round, however many of them
+                // turn out observed below (that only lowers the count): skip that look-up of
+                // every one of them in the graph. At 10M objects, repeated every tick for
+                // owners whose resource was still listing, it cost a second of CPU during
+                // warm-up. Observed owners then go back to their queue when a decision is
+                // taken (at the latest at the sync, or after `warm_up_max_wait`), with the
+                // same outcome: during warm-up upstream decides nothing at all.
+                round.waiting += waiting;
+                continue;
+            }
+            let count = {
+                let (_, entries) = proofs.pending.get_mut(&resource).expect("present");
                 // Owners the informers have observed since they were offered (their resource's
                 // list reached the graph meanwhile) need no proof: their items go back, to be
                 // skipped or decided on the object. Without this a list would be spent on owners
@@ -273,29 +307,13 @@ impl<C: Cluster> Collector<C> {
                     });
                 *entries = still;
                 to_hand_back.extend(observed);
-                (*since, entries.len())
+                entries.len()
             };
             if count == 0 {
                 proofs.pending.remove(&resource);
                 continue;
             }
-            let synced = proofs.listed.get(&resource.object_type()).copied();
-            let size = synced.or_else(|| proofs.sizes.get(&resource).copied());
-            let pages = size.map(|n| n.div_ceil(PAGE_SIZE as usize).max(1));
-            let failed = proofs.failed_until.get(&resource).is_some_and(|until| *until > now);
-            // During warm-up only resources whose list is in the graph: the others' virtual
-            // owners may simply not be observed yet.
-            let may_list = !failed && (synced.is_some() || !warming_up);
-            let worth_it = pages.is_some_and(|p| count >= OWNERS_PER_PAGE * p)
-                && !(warming_up && proofs.listed_in_warm_up.contains(&resource));
-            // Owners waiting since before the sync have waited for the sync, not for the
-            // settle: the longest wait counts from whichever came last.
-            let waited_since = ended.map_or(since, |e| e.max(since));
-            let flush = if warming_up {
-                now.duration_since(since) >= waits.warm_up_max_wait
-            } else {
-                quiet || now.duration_since(waited_since) >= waits.max_wait
-            };
+            let worth_it = listable && pages.is_some_and(|p| count >= OWNERS_PER_PAGE * p);
             let decision = if failed {
                 Some(false)
             } else if may_list && worth_it {
