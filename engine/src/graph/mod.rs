@@ -103,6 +103,12 @@ pub struct DependentView {
     pub namespace: crate::identity::Namespace,
 }
 
+impl From<&node::DependentEntry> for DependentView {
+    fn from(entry: &node::DependentEntry) -> DependentView {
+        DependentView { uid: entry.uid, namespace: entry.namespace }
+    }
+}
+
 /// Slots per slab chunk: chunks never move once allocated, and a shard over-allocates by at
 /// most one chunk.
 const SLAB_CHUNK: usize = 64;
@@ -366,17 +372,12 @@ impl Graph {
             let len = self.dependents_len(uid);
             let all = self.with_node(uid, |n, _| {
                 let copy = n.dependents.iter().take(len);
-                copy.map(|d| DependentView { uid: d.uid, namespace: d.namespace }).collect()
+                copy.map(DependentView::from).collect()
             });
             return all.unwrap_or_default();
         }
-        self.with_node(uid, |n, _| {
-            n.dependents
-                .iter()
-                .map(|d| DependentView { uid: d.uid, namespace: d.namespace })
-                .collect()
-        })
-        .unwrap_or_default()
+        self.with_node(uid, |n, _| n.dependents.iter().map(DependentView::from).collect())
+            .unwrap_or_default()
     }
 
     /// How many dependents the node has (upstream's `dependentsLength`).
@@ -397,11 +398,7 @@ impl Graph {
             let names = shard.names();
             for n in shard.iter() {
                 let view = n.view(names);
-                let deps: Vec<_> = n
-                    .dependents
-                    .iter()
-                    .map(|d| DependentView { uid: d.uid, namespace: d.namespace })
-                    .collect();
+                let deps: Vec<_> = n.dependents.iter().map(DependentView::from).collect();
                 f(&view, &deps);
             }
         }
