@@ -380,7 +380,7 @@ async fn send(client: &Client, req: http::Request<Vec<u8>>) -> Result<(String, B
     let message = if kube_gc_wire::is_protobuf(&content_type) {
         kube_gc_wire::decode_status(body).ok().and_then(|s| s.message).unwrap_or_default()
     } else {
-        serde_json::from_slice::<JsonStatus>(&body).ok().and_then(|s| s.message).unwrap_or_default()
+        serde_json::from_slice::<kube::core::Status>(&body).map(|s| s.message).unwrap_or_default()
     };
     Err(status_failure(Some(code.into()), message))
 }
@@ -456,14 +456,6 @@ struct JsonListMeta {
 }
 
 #[derive(Deserialize)]
-struct JsonStatus {
-    #[serde(default)]
-    code: Option<i32>,
-    #[serde(default)]
-    message: Option<String>,
-}
-
-#[derive(Deserialize)]
 struct JsonWatchEvent<'a> {
     #[serde(rename = "type")]
     event_type: String,
@@ -488,11 +480,12 @@ fn decode_json_event(line: &[u8]) -> Result<kube_gc_wire::WatchEvent, Failure> {
         Failure::Other(format!("unknown watch event type {:?}", event.event_type))
     })?;
     let object = if event_type == WatchEventType::Error {
-        let status: JsonStatus = serde_json::from_str(event.object.get())
+        let status: kube::core::Status = serde_json::from_str(event.object.get())
             .map_err(|e| Failure::Other(format!("a watch error: {e}")))?;
+        // kube's Status reads an absent code as 0 and an absent message as empty.
         OrStatus::Status(kube_gc_wire::Status {
-            code: status.code,
-            message: status.message,
+            code: (status.code != 0).then_some(i32::from(status.code)),
+            message: (!status.message.is_empty()).then_some(status.message),
             ..Default::default()
         })
     } else {
