@@ -176,8 +176,8 @@ impl<C: Cluster> GraphBuilder<C> {
     /// pool, idle while this thread turns the next batch's notifications into events, and its
     /// buffer comes back for a later batch. At most one buffer is being cleared: the next
     /// batch waits for it before handing its own over (it has had a whole batch's time),
-    /// which bounds the memory held to one batch more.
-    /// Only when memory is freed changes: the graph and the queues are written before.
+    /// which bounds the memory held to one batch more. Only when memory is freed changes: the
+    /// graph and the queues were written before.
     fn recycle(&mut self, mut events: Vec<Event>) {
         if let Some(cleared) = self.clearing.take() {
             // Sent once, by a job that cannot panic before it sends.
