@@ -290,8 +290,10 @@ mod tests {
     #[test]
     fn kube_apiserver_metadata_adds_a_label_and_managed_fields_only() {
         let (minimal, full) = (store(), store());
-        preload(&minimal, &Preload::new(1_000)).unwrap();
-        let p = Preload { metadata: Metadata::KubeApiserver, ..Preload::new(1_000) };
+        // One creation time for both: two `Preload::new`s a second apart would differ in it.
+        let plan = Preload::new(1_000);
+        preload(&minimal, &plan).unwrap();
+        let p = Preload { metadata: Metadata::KubeApiserver, ..plan };
         let out = preload(&full, &p).unwrap();
         assert!(out.json_bytes > 1_000 * 900, "{} bytes", out.json_bytes);
         let rs = get(&full, "apps/v1", "replicasets", "ns-0000", "app-00000000-gbt48xsf5p");
