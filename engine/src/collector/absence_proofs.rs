@@ -272,6 +272,8 @@ impl<C: Cluster> Collector<C> {
             let may_list = !failed && (synced.is_some() || !warming_up);
             let listable =
                 pages.is_some() && !(warming_up && proofs.listed_in_warm_up.contains(&resource));
+            let worth_listing_for =
+                |owners: usize| listable && pages.is_some_and(|p| owners >= OWNERS_PER_PAGE * p);
             // Owners waiting since before the sync have waited for the sync, not for the
             // settle: the longest wait counts from whichever came last.
             let waited_since = ended.map_or(since, |e| e.max(since));
@@ -280,8 +282,7 @@ impl<C: Cluster> Collector<C> {
             } else {
                 quiet || now.duration_since(waited_since) >= waits.max_wait
             };
-            let may_list_now =
-                may_list && listable && pages.is_some_and(|p| waiting >= OWNERS_PER_PAGE * p);
+            let may_list_now = may_list && worth_listing_for(waiting);
             if warming_up && !(failed || flush || may_list_now) {
                 // Nothing can be decided for these owners this round, however many of them
                 // turn out observed below (that only lowers the count): skip that look-up of
@@ -313,7 +314,7 @@ impl<C: Cluster> Collector<C> {
                 proofs.pending.remove(&resource);
                 continue;
             }
-            let worth_it = listable && pages.is_some_and(|p| count >= OWNERS_PER_PAGE * p);
+            let worth_it = worth_listing_for(count);
             let decision = if failed {
                 Some(false)
             } else if may_list && worth_it {

@@ -123,7 +123,8 @@ pub(crate) fn apply_shard(
     out: &mut Vec<Out>,
 ) {
     shard.warm(steps.iter().filter_map(|step| match *step {
-        Step::Main(seq) | Step::End(seq) => prepared[seq as usize].as_ref().map(|ev| ev.uid),
+        Step::Main(seq) => prepared[seq as usize].as_ref().map(|ev| ev.uid),
+        Step::End(_) => None, // its event's Main step came first
         Step::Edge(op) => Some(op.owner),
     }));
     for step in steps {
