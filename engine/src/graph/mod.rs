@@ -209,6 +209,9 @@ impl Shard {
                     }
                     slot
                 });
+                if self.index.len() == self.index.capacity() {
+                    self.grow_index();
+                }
                 let chunks = &self.chunks;
                 // The new slot is still empty: hash its node's UID from `node` itself.
                 self.index.insert_unique(uid.hash64(), slot, |&s| {
@@ -220,6 +223,23 @@ impl Shard {
         if let Some(replaced) = slot_mut(&mut self.chunks, slot).replace(node) {
             replaced.release_names(&mut self.names);
         }
+    }
+
+    /// Doubles the index, filled by walking the slab in slot order. Grown in place, the table
+    /// would hash each entry again by reading its node's UID at a random place in the slab,
+    /// a cache miss per node once a shard outgrows the caches; walked in order, the nodes
+    /// stream in, and only the new table (5 bytes an entry) is written at random.
+    fn grow_index(&mut self) {
+        let chunks = &self.chunks;
+        let hash = |&s: &u32| node_in(chunks, s).uid.hash64();
+        let mut index = HashTable::with_capacity((self.index.capacity() * 2).max(SLAB_CHUNK));
+        for (slot, node) in chunks.iter().flat_map(|c| c.iter()).enumerate() {
+            if let Some(node) = node {
+                index.insert_unique(node.uid.hash64(), slot as u32, hash);
+            }
+        }
+        debug_assert_eq!(index.len(), self.index.len(), "every node, and only nodes, indexed");
+        self.index = index;
     }
 
     /// Removes the node with `uid`. Its names stay readable in [`Shard::names`] until the
@@ -522,6 +542,34 @@ mod tests {
         assert!(Graph::new(3).is_err());
         assert!(Graph::new(MAX_SHARDS * 2).is_err());
         assert_eq!(Graph::new(64).unwrap().shard_count(), 64);
+    }
+
+    #[test]
+    fn a_shard_finds_every_node_as_its_index_grows_over_reused_slots() {
+        use crate::identity::{Namespace, ObjectType};
+        let uid = |i: u32| Uid::parse(&format!("00000000-0000-4000-8000-{i:012}"));
+        let ty = ObjectType::new("v1", "Pod");
+        let mut shard = Shard::default();
+        let insert = |shard: &mut Shard, i: u32| {
+            let node =
+                Node::new_virtual(ty, Namespace::new("ns"), "pod", uid(i), shard.names_mut());
+            shard.insert(node);
+        };
+        // Grow it, free a third of its slots, then grow it again over those and past them.
+        for i in 0..1000 {
+            insert(&mut shard, i);
+        }
+        for i in (0..1000).step_by(3) {
+            assert!(shard.remove(uid(i)).is_some());
+        }
+        for i in 1000..5000 {
+            insert(&mut shard, i);
+        }
+        let live = |i: u32| i >= 1000 || i % 3 != 0;
+        assert_eq!(shard.len(), (0..5000).filter(|&i| live(i)).count());
+        for i in 0..5000 {
+            assert_eq!(shard.get(uid(i)).map(|n| n.uid), live(i).then(|| uid(i)), "node {i}");
+        }
     }
 
     #[test]
