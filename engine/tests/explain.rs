@@ -174,6 +174,12 @@ fn a_solid_second_owner_keeps_the_object_and_dangling_references_go() {
         (OwnerState::Dangling, Evidence::ProvenAbsent)
     );
     assert!(matches!(&pod.decision, Decision::RemoveReferences(o) if name(&o[0]) == "gone"));
+
+    // The collector removes references only once synced: until then, neither does explain.
+    env.collector.begin_warm_up();
+    assert_eq!(explained(&env, 2).decision, Decision::DeferredUntilSynced);
+    env.collector.finish_warm_up();
+    assert!(matches!(explained(&env, 2).decision, Decision::RemoveReferences(_)));
 }
 
 #[test]

@@ -229,41 +229,42 @@ impl<C: Cluster> Collector<C> {
 
         if !c.solid.is_empty() {
             tracing::debug!(item = %identity, "item has at least one existing owner, will not garbage collect");
-            if c.dangling.is_empty() && c.waiting_for_dependents_deletion.is_empty() {
-                return Ok(DeleteItemResult::Kept);
-            }
-            if warming_up {
-                return Err(ItemError::DeferredUntilSynced);
-            }
-            tracing::debug!(item = %identity, "remove dangling references and waiting references for item");
-            let uids: Vec<String> = c
-                .dangling
-                .iter()
-                .chain(&c.waiting_for_dependents_deletion)
-                .map(|o| o.uid.to_string())
-                .collect();
-            let view = View { meta: &latest, from_graph };
-            return match self.remove_owner_references(identity, &uids, Some(view)).await {
-                Ok(_) => Ok(DeleteItemResult::Patched),
-                Err(e) => {
-                    Err(self.write_failed(item, view, format_args!("cannot patch {identity}"), e))
-                }
-            };
         }
-
-        if warming_up
-            && (!c.waiting_for_dependents_deletion.is_empty()
-                || latest.has_finalizer(FINALIZER_ORPHAN)
-                || latest.has_finalizer(FINALIZER_DELETE_DEPENDENTS))
-        {
-            // Early collection carries out only background deletions of objects whose every
-            // live owner reference a live read found absent: that decision reads nothing of
-            // the graph. Waiting owners, and orphan or foreground propagation, need the
-            // dependents set, complete only once synced.
-            return Err(ItemError::DeferredUntilSynced);
-        }
-        let waiting_with_dependents =
-            !c.waiting_for_dependents_deletion.is_empty() && item.dependents_len != 0;
+        let classes = OwnerClasses {
+            solid: c.solid.len(),
+            dangling: c.dangling.len(),
+            waiting_for_dependents_deletion: c.waiting_for_dependents_deletion.len(),
+        };
+        let has_gc_finalizers = latest.has_finalizer(FINALIZER_ORPHAN)
+            || latest.has_finalizer(FINALIZER_DELETE_DEPENDENTS);
+        let waiting_with_dependents = match classes.verdict(
+            item.dependents_len != 0,
+            has_gc_finalizers,
+            warming_up,
+        ) {
+            Verdict::Keep => return Ok(DeleteItemResult::Kept),
+            Verdict::DeferUntilSynced => return Err(ItemError::DeferredUntilSynced),
+            Verdict::RemoveReferences => {
+                tracing::debug!(item = %identity, "remove dangling references and waiting references for item");
+                let uids: Vec<String> = c
+                    .dangling
+                    .iter()
+                    .chain(&c.waiting_for_dependents_deletion)
+                    .map(|o| o.uid.to_string())
+                    .collect();
+                let view = View { meta: &latest, from_graph };
+                return match self.remove_owner_references(identity, &uids, Some(view)).await {
+                    Ok(_) => Ok(DeleteItemResult::Patched),
+                    Err(e) => Err(self.write_failed(
+                        item,
+                        view,
+                        format_args!("cannot patch {identity}"),
+                        e,
+                    )),
+                };
+            }
+            Verdict::Delete { foreground } => foreground,
+        };
         let policy = if waiting_with_dependents {
             // Some owner waits for its dependents and this item has dependents of its own: if
             // one of those is itself waiting, the chain is a cycle; unblock our references so
@@ -404,6 +405,63 @@ impl<C: Cluster> Collector<C> {
     }
 }
 
+/// What attemptToDeleteItem does with a live item, not being deleted, once its owner
+/// references are classified (GC-SPEC.md §3.4-3.5). Written once: the collector carries it out,
+/// and `inspect::explain` reports it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Verdict {
+    /// Every owner is solid: nothing to do.
+    Keep,
+    /// Some owner is solid: remove the references to the dangling and waiting ones.
+    RemoveReferences,
+    /// The write would read the dependents set (or rest on it), complete only once synced.
+    DeferUntilSynced,
+    /// Delete it: in the foreground when some owner waits for its dependents' deletion and it
+    /// has dependents of its own, else with the policy its own finalizers name.
+    Delete {
+        /// Some owner waits for its dependents and the item has dependents.
+        foreground: bool,
+    },
+}
+
+/// How many of an item's owner references fall in each class of `classifyReferences`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) struct OwnerClasses {
+    pub(crate) solid: usize,
+    pub(crate) dangling: usize,
+    pub(crate) waiting_for_dependents_deletion: usize,
+}
+
+impl OwnerClasses {
+    /// The verdict on an item with at least one owner reference, `has_dependents` in the graph,
+    /// carrying an `orphan` or `foregroundDeletion` finalizer or not, during warm-up or not.
+    ///
+    /// During warm-up only a background deletion of an item whose every owner a live read
+    /// found absent goes ahead (early collection): it reads nothing of the graph. Removing
+    /// references, waiting owners, and orphan or foreground propagation wait for the sync.
+    pub(crate) fn verdict(
+        self,
+        has_dependents: bool,
+        has_gc_finalizers: bool,
+        warming_up: bool,
+    ) -> Verdict {
+        let waiting = self.waiting_for_dependents_deletion > 0;
+        if self.solid > 0 {
+            if self.dangling == 0 && !waiting {
+                Verdict::Keep
+            } else if warming_up {
+                Verdict::DeferUntilSynced
+            } else {
+                Verdict::RemoveReferences
+            }
+        } else if warming_up && (waiting || has_gc_finalizers) {
+            Verdict::DeferUntilSynced
+        } else {
+            Verdict::Delete { foreground: waiting && has_dependents }
+        }
+    }
+}
+
 /// The propagation policy of a garbage item without waiting owners: its own pre-existing
 /// deletion preference, from its GC finalizers, else Background (upstream's
 /// `attemptToDeleteItem`, GC-SPEC.md §3.5).
@@ -434,4 +492,35 @@ fn live_owner_ref(r: &crate::meta::OwnerReference) -> Result<OwnerRef, ItemError
         }
         other => ItemError::Other(other.to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OwnerClasses, Verdict};
+
+    fn classes(solid: usize, dangling: usize, waiting: usize) -> OwnerClasses {
+        OwnerClasses { solid, dangling, waiting_for_dependents_deletion: waiting }
+    }
+
+    #[test]
+    fn a_verdict_for_each_row_of_the_spec() {
+        use Verdict::*;
+        // (solid, dangling, waiting), has dependents, GC finalizers: synced, warming up.
+        let rows = [
+            ((1, 0, 0), false, false, Keep, Keep),
+            ((2, 0, 0), true, true, Keep, Keep),
+            ((1, 1, 0), false, false, RemoveReferences, DeferUntilSynced),
+            ((1, 0, 1), true, false, RemoveReferences, DeferUntilSynced),
+            ((0, 1, 0), false, false, Delete { foreground: false }, Delete { foreground: false }),
+            ((0, 2, 0), true, false, Delete { foreground: false }, Delete { foreground: false }),
+            ((0, 1, 0), false, true, Delete { foreground: false }, DeferUntilSynced),
+            ((0, 0, 1), true, false, Delete { foreground: true }, DeferUntilSynced),
+            ((0, 1, 1), false, false, Delete { foreground: false }, DeferUntilSynced),
+        ];
+        for ((s, d, w), has_dependents, finalizers, synced, warming) in rows {
+            let c = classes(s, d, w);
+            assert_eq!(c.verdict(has_dependents, finalizers, false), synced, "{c:?} synced");
+            assert_eq!(c.verdict(has_dependents, finalizers, true), warming, "{c:?} warming up");
+        }
+    }
 }

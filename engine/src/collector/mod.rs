@@ -43,6 +43,7 @@ use crate::sync::{Arc, Mutex};
 
 pub use absence_proofs::{ProofRound, ProofWaits};
 pub use attempt_to_delete::DeleteItemResult;
+pub(crate) use attempt_to_delete::{OwnerClasses, Verdict};
 pub use orphaned_owners::OrphanedOwners;
 
 /// What a worker does with an item after processing it (upstream's `forgetItem` /

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 
 use crate::cluster::{Cluster, ClusterError};
-use crate::collector::Collector;
+use crate::collector::{Collector, OwnerClasses, Verdict};
 use crate::graph::NodeView;
 use crate::identity::{Namespace, ObjectReference, OwnerRef, Uid};
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -304,21 +304,19 @@ fn decide<C: Cluster>(
         // unverified references are removed.
         return Decision::Verify(unverified);
     }
-    if !solid.is_empty() {
-        let going: Vec<_> = dangling.into_iter().chain(waiting).collect();
-        return if going.is_empty() {
-            Decision::Keep(solid)
-        } else {
-            Decision::RemoveReferences(going)
-        };
+    let classes = OwnerClasses {
+        solid: solid.len(),
+        dangling: dangling.len(),
+        waiting_for_dependents_deletion: waiting.len(),
+    };
+    match classes.verdict(node.dependents_len != 0, node.has_gc_finalizers, warming_up) {
+        Verdict::Keep => Decision::Keep(solid),
+        Verdict::RemoveReferences => {
+            Decision::RemoveReferences(dangling.into_iter().chain(waiting).collect())
+        }
+        Verdict::DeferUntilSynced => Decision::DeferredUntilSynced,
+        Verdict::Delete { foreground } => Decision::Delete { foreground },
     }
-    let foreground = !waiting.is_empty() && node.dependents_len != 0;
-    // During warm-up only a deletion every owner's absence proves, in the background, goes
-    // ahead (--early-collection); the rest waits for sync.
-    if warming_up && (!waiting.is_empty() || node.has_gc_finalizers) {
-        return Decision::DeferredUntilSynced;
-    }
-    Decision::Delete { foreground }
 }
 
 async fn read_finalizers<R: Cluster>(
