@@ -197,32 +197,42 @@ impl Shard {
     /// Inserts or replaces the node with `node.uid`; its names must be in this shard's
     /// [`Shard::names`].
     pub(crate) fn insert(&mut self, node: Node) {
-        let uid = node.uid;
-        let slot = match self.find(uid) {
+        let slot = match self.find(node.uid) {
             Some(slot) => slot,
-            None => {
-                let slot = self.free.pop().unwrap_or_else(|| {
-                    let slot = self.used;
-                    self.used += 1;
-                    if slot as usize / SLAB_CHUNK == self.chunks.len() {
-                        self.chunks.push((0..SLAB_CHUNK).map(|_| None).collect());
-                    }
-                    slot
-                });
-                if self.index.len() == self.index.capacity() {
-                    self.grow_index();
-                }
-                let chunks = &self.chunks;
-                // The new slot is still empty: hash its node's UID from `node` itself.
-                self.index.insert_unique(uid.hash64(), slot, |&s| {
-                    slot_of(chunks, s).as_ref().map_or(uid.hash64(), |n| n.uid.hash64())
-                });
-                slot
-            }
+            None => self.index_new_slot(node.uid),
         };
         if let Some(replaced) = slot_mut(&mut self.chunks, slot).replace(node) {
             replaced.release_names(&mut self.names);
         }
+    }
+
+    /// Inserts `node`, whose UID the shard does not hold (the caller has just looked it up
+    /// under the same write lock): [`Shard::insert`] without its lookup.
+    pub(crate) fn insert_absent(&mut self, node: Node) {
+        debug_assert!(self.find(node.uid).is_none(), "{} is in the shard already", node.uid);
+        let slot = self.index_new_slot(node.uid);
+        *slot_mut(&mut self.chunks, slot) = Some(node);
+    }
+
+    /// A free slot, indexed under `uid` (still empty: the caller fills it).
+    fn index_new_slot(&mut self, uid: Uid) -> u32 {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            let slot = self.used;
+            self.used += 1;
+            if slot as usize / SLAB_CHUNK == self.chunks.len() {
+                self.chunks.push((0..SLAB_CHUNK).map(|_| None).collect());
+            }
+            slot
+        });
+        if self.index.len() == self.index.capacity() {
+            self.grow_index();
+        }
+        let chunks = &self.chunks;
+        // The new slot is still empty: hash its node's UID from `uid` itself.
+        self.index.insert_unique(uid.hash64(), slot, |&s| {
+            slot_of(chunks, s).as_ref().map_or(uid.hash64(), |n| n.uid.hash64())
+        });
+        slot
     }
 
     /// Doubles the index, filled by walking the slab in slot order. Grown in place, the table
@@ -562,8 +572,11 @@ mod tests {
         for i in (0..1000).step_by(3) {
             assert!(shard.remove(uid(i)).is_some());
         }
+        // The second growth through `insert_absent`, which skips the lookup.
         for i in 1000..5000 {
-            insert(&mut shard, i);
+            let node =
+                Node::new_virtual(ty, Namespace::new("ns"), "pod", uid(i), shard.names_mut());
+            shard.insert_absent(node);
         }
         let live = |i: u32| i >= 1000 || i % 3 != 0;
         assert_eq!(shard.len(), (0..5000).filter(|&i| live(i)).count());

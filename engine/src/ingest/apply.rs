@@ -151,9 +151,12 @@ pub(crate) fn apply_shard(
 }
 
 fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
+    // One lookup of the event's UID serves the promotion and the step after it: the promotion
+    // neither adds nor removes the node.
+    let mut found = shard.get_mut(ev.uid);
     // 4. Virtual → observed promotion.
     if !ev.is_virtual
-        && let Some((n, names)) = shard.get_mut(ev.uid)
+        && let Some((n, names)) = &mut found
         && n.is_virtual()
     {
         if !ev.identity_eq(n, names) {
@@ -174,7 +177,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
     }
 
     match ev.event_type {
-        EventType::Add | EventType::Update => match shard.get_mut(ev.uid) {
+        EventType::Add | EventType::Update => match found {
             None => {
                 let names = shard.names_mut();
                 let mut node = Node::new_virtual(ev.ty, ev.namespace, ev.name, ev.uid, names);
@@ -187,7 +190,7 @@ fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
                 }
                 node.owners = ev.node_owners(node.name, names);
                 node.set_observed_version(ev.resource_version, ev.state.has_gc_finalizers());
-                shard.insert(node);
+                shard.insert_absent(node);
             }
             Some((n, names)) => {
                 if !ev.is_virtual {
