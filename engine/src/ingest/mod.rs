@@ -205,7 +205,11 @@ impl Ingester {
                 for &seq in &own[s] {
                     steps.push(Step::Main(seq));
                     let ev = prepared[seq as usize].as_ref().expect("bucketed events parsed");
-                    if ev.event_type != EventType::Delete {
+                    // processTransitions reads and writes nothing unless the event starts a
+                    // deletion: most events need no step for it.
+                    if ev.event_type != EventType::Delete
+                        && rules::transition(ev.old_state, ev.state) != rules::Transition::None
+                    {
                         steps.push(Step::End(seq));
                     }
                 }
