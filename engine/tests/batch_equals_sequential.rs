@@ -142,6 +142,16 @@ fn stream() -> impl Strategy<Value = (Vec<Event>, Vec<usize>)> {
     })
 }
 
+/// Streams cut into batches of at least [`Ingester::SMALL_BATCH`] events (the last one may be
+/// shorter): the batches the ingester spreads over its threads.
+fn large_batches() -> impl Strategy<Value = (Vec<Event>, Vec<usize>)> {
+    let min = Ingester::SMALL_BATCH;
+    prop::collection::vec(event(), min..4 * min).prop_flat_map(move |events| {
+        let n = events.len();
+        (Just(events), prop::collection::vec(min..=n, 1..4))
+    })
+}
+
 fn queued(out: &[Enqueue]) -> HashSet<(bool, String)> {
     out.iter().map(|e| (e.is_orphan(), e.key().uid.to_string())).collect()
 }
@@ -202,6 +212,21 @@ proptest! {
 
     #[test]
     fn batch_equals_sequential_more_threads_than_cores((events, cuts) in stream()) {
+        check(&events, &cuts, 64, 3)?;
+    }
+}
+
+proptest! {
+    // Each case ingests a few hundred events.
+    #![proptest_config(ProptestConfig::with_cases(cases() / 8))]
+
+    #[test]
+    fn large_batches_on_two_threads_equal_sequential((events, cuts) in large_batches()) {
+        check(&events, &cuts, 8, 2)?;
+    }
+
+    #[test]
+    fn large_batches_on_three_threads_equal_sequential((events, cuts) in large_batches()) {
         check(&events, &cuts, 64, 3)?;
     }
 }

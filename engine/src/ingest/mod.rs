@@ -22,7 +22,7 @@
 //! After any batch, the graph equals what [`SequentialGraph`] (upstream's one-at-a-time
 //! algorithm) gives for the same events in the same order, and the items queued include every
 //! item it queues. The property tests in `tests/batch_equals_sequential.rs` hold both on random
-//! event streams and random batch splits.
+//! event streams and random batch splits, on one thread and on several.
 //!
 //! Known differences, none of which changes the graph or drops a queue item:
 //! - a warning about a dependent is resolved after the batch, so if that dependent was deleted
@@ -71,15 +71,15 @@ pub struct Ingester {
     pool: Option<rayon_core::ThreadPool>,
 }
 
-/// Batches smaller than this are applied on the calling thread: waking the pool costs more
-/// than the work.
-const SMALL_BATCH: usize = 64;
-
 /// The incarnation given to the key of a node that was gone by the end of its batch; a worker
 /// finds no such node and drops the item.
 const GONE: u32 = u32::MAX;
 
 impl Ingester {
+    /// Batches smaller than this are applied on the calling thread, whatever the thread count:
+    /// waking the pool costs more than the work.
+    pub const SMALL_BATCH: usize = 64;
+
     /// An ingester for `graph` that uses `threads` threads per phase (at least 1).
     pub fn new(graph: Arc<Graph>, threads: usize) -> Ingester {
         let threads = threads.max(1);
@@ -141,7 +141,7 @@ impl Ingester {
         let shards = graph.shard_count();
         // Under loom every batch uses every thread: the models' batches are small, and the
         // hand-off between threads is what they check.
-        let small = !cfg!(kube_gc_loom) && events.len() < SMALL_BATCH;
+        let small = !cfg!(kube_gc_loom) && events.len() < Self::SMALL_BATCH;
         let threads = if small { 1 } else { self.threads };
         let mut out = IngestOutput::default();
 
