@@ -1,10 +1,11 @@
 //! What the loom models of `loom-tests/` need from inside the engine. Built only under
 //! `--cfg kube_gc_loom`; not part of the API, never part of a real build.
 //!
-//! - The loom twin of the ingester's thread runner ([`run_on_threads`]): loom has no scoped
-//!   threads, so under the cfg each phase of [`Ingester::ingest`](crate::Ingester::ingest) runs
-//!   on `loom::thread`s through this function instead of `std::thread::scope`. The phases
-//!   themselves (`ingest/mod.rs`) are the shipping code, unchanged.
+//! - The loom twin of the ingester's thread runner ([`run_on_threads`]): loom has no thread
+//!   pool, so under the cfg the threads of each batch of
+//!   [`Ingester::ingest`](crate::Ingester::ingest) are `loom::thread`s started by this function
+//!   instead of the pool's. What they run, the phases and the barrier between them
+//!   (`ingest/mod.rs`, `ingest/barrier.rs`), is the shipping code, unchanged.
 //! - [`dependents_are_hashed`], an observer for the dependents model.
 //! - With the `loom-defects` feature, the seeded defects: [`Defect`] names each, and
 //!   [`with_defect`] turns one on for the duration of a closure (a loom model). One build hosts
@@ -44,24 +45,11 @@ pub(crate) fn run_on_threads<R: Send>(threads: usize, f: impl Fn(usize) -> R + S
         })
         .collect();
     let own = panic::catch_unwind(AssertUnwindSafe(|| f(0)));
-
-    // Seeded defect for loom-tests; never enabled in real builds: take the other threads'
-    // results *before* the joins below, i.e. phase two starts without waiting for the rest of
-    // phase one (the barrier is skipped). A result not written yet is lost.
-    #[cfg(feature = "loom-defects")]
-    let early: Option<Vec<R>> = defect_active(Defect::IngestHandoffBeforeJoin)
-        .then(|| slots[1..].iter().filter_map(|s| s.lock().take()).collect());
-
     for handle in handles {
         // A panicking loom thread ends the execution; it never reaches this join.
         handle.join().expect("ingest thread panicked");
     }
     let own = own.unwrap_or_else(|payload| panic::resume_unwind(payload));
-
-    #[cfg(feature = "loom-defects")]
-    if let Some(early) = early {
-        return std::iter::once(own).chain(early).collect();
-    }
 
     let mut results = Vec::with_capacity(threads);
     results.push(own);
@@ -90,9 +78,9 @@ pub enum Defect {
     /// `Graph::dependents` counts the dependents under one read lock and copies that many
     /// under a second one, so a reader can see a set that never existed.
     DependentsTornSnapshot,
-    /// The ingester's thread runner hands phase one's results to phase two before joining the
-    /// phase-one threads (the barrier between the phases is skipped).
-    IngestHandoffBeforeJoin,
+    /// The barrier between the phases of a batch lets every thread through at once, so a
+    /// thread can read another's phase output before it is written.
+    IngestBarrierSkipped,
     /// Phase two applies a shard's steps each under its own write lock, so a reader can see a
     /// shard, and an event's node, half-way through its part of the batch.
     IngestStepwiseApply,

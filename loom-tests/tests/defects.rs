@@ -47,9 +47,9 @@ fn dependents_torn_snapshot_is_caught() {
 }
 
 #[test]
-fn ingest_handoff_before_join_is_caught() {
+fn ingest_barrier_skipped_is_caught() {
     caught(
-        Defect::IngestHandoffBeforeJoin,
+        Defect::IngestBarrierSkipped,
         ingest_batch::phase_one_output_reaches_phase_two_across_threads,
         &["the sequential reference does not"],
     );

@@ -13,7 +13,7 @@
 use super::diff::{EdgeKind, EdgeOp, SUB_END};
 use super::event::EventType;
 use super::output::Enqueue;
-use super::prepare::Prepared;
+use super::prepare::{Prepared, PreparedBatch};
 use super::rules::{self, DepRefs, RefView, Transition};
 use crate::graph::names::Names;
 use crate::graph::node::{Node, flags};
@@ -118,12 +118,12 @@ fn dep_refs<'a>(n: &'a Node, names: &'a Names) -> Vec<DepRefs<'a>> {
 /// Applies `steps` (sorted by order) to `shard`, appending records to `out`.
 pub(crate) fn apply_shard(
     shard: &mut Shard,
-    prepared: &[Option<Prepared<'_>>],
+    prepared: PreparedBatch<'_, '_>,
     steps: &[Step<'_>],
     out: &mut Vec<Out>,
 ) {
     shard.warm(steps.iter().filter_map(|step| match *step {
-        Step::Main(seq) => prepared[seq as usize].as_ref().map(|ev| ev.uid),
+        Step::Main(seq) => prepared.get(seq).map(|ev| ev.uid),
         Step::End(_) => None, // its event's Main step came first
         Step::Edge(op) => Some(op.owner),
     }));
@@ -131,18 +131,15 @@ pub(crate) fn apply_shard(
         let mut em = Emitter { out, order: step.order(), index: 0 };
         match *step {
             Step::Main(seq) => {
-                let ev =
-                    prepared[seq as usize].as_ref().expect("steps are built from parsed events");
+                let ev = prepared.get(seq).expect("steps are built from parsed events");
                 apply_main(shard, ev, &mut em);
             }
             Step::End(seq) => {
-                let ev =
-                    prepared[seq as usize].as_ref().expect("steps are built from parsed events");
+                let ev = prepared.get(seq).expect("steps are built from parsed events");
                 apply_transitions(shard, ev, &mut em);
             }
             Step::Edge(op) => {
-                let ev =
-                    prepared[op.seq as usize].as_ref().expect("ops are built from parsed events");
+                let ev = prepared.get(op.seq).expect("ops are built from parsed events");
                 apply_edge(shard, ev, op, &mut em);
             }
         }

@@ -19,7 +19,7 @@ use hashbrown::HashMap;
 use smallvec::SmallVec;
 
 use super::event::EventType;
-use super::prepare::Prepared;
+use super::prepare::{Prepared, PreparedBatch};
 use super::rules::{self, RefView};
 use crate::graph::{Graph, Shard};
 use crate::identity::{Namespace, ObjectType, Uid};
@@ -97,14 +97,14 @@ fn known_from_graph<'x>(shard: &'x Shard, uid: Uid) -> Known<'x> {
 pub(crate) fn diff_shard<'x, 'e: 'x>(
     graph: &Graph,
     shard: &'x Shard,
-    prepared: &'x [Option<Prepared<'e>>],
+    prepared: PreparedBatch<'x, 'e>,
     own: &[u32],
     out: &mut [Vec<EdgeOp>],
 ) {
-    shard.warm(own.iter().filter_map(|&seq| prepared[seq as usize].as_ref().map(|ev| ev.uid)));
+    shard.warm(own.iter().filter_map(|&seq| prepared.get(seq).map(|ev| ev.uid)));
     let mut known: HashMap<Uid, Known<'x>> = HashMap::with_capacity(own.len());
     for &seq in own {
-        let Some(ev) = prepared[seq as usize].as_ref() else { continue };
+        let Some(ev) = prepared.get(seq) else { continue };
         let state = known.remove(&ev.uid).unwrap_or_else(|| known_from_graph(shard, ev.uid));
         let mut sub = 0u32;
         let mut push = |owner: Uid, kind: EdgeKind, sub: &mut u32| {

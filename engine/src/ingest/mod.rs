@@ -4,8 +4,10 @@
 //!
 //! Upstream applies every event of every watched resource one at a time, on one goroutine.
 //! kube-gc applies a *batch* of events (an informer's list page, a burst of watch events) in
-//! two parallel phases over the graph's shards:
+//! parallel phases over the graph's shards:
 //!
+//! 0. **Parse** (`prepare.rs`), each thread a contiguous chunk of the batch: UIDs parsed,
+//!    strings interned, events bucketed by the shard of their UID.
 //! 1. **Diff** (`diff.rs`), by the shard of each event's own UID, in sequence order, reading
 //!    the graph but not writing it: each event's owner-reference diff, as edge ops addressed to
 //!    the owners' shards.
@@ -31,12 +33,15 @@
 //!
 //! # Concurrency
 //!
-//! [`Ingester::ingest`] takes `&mut self`: one batch at a time, one writer. Inside a batch, each
-//! phase runs on scoped threads that each own a disjoint set of shards; phase one holds read
-//! locks, phase two write locks, one shard at a time; workers reading the graph meanwhile see
-//! each shard either before or after its part of the batch.
+//! [`Ingester::ingest`] takes `&mut self`: one batch at a time, one writer. A batch runs on the
+//! ingester's threads (a pool kept across batches), all its phases in one call, the threads
+//! waiting for each other between phases at a barrier (`barrier.rs`); each thread owns a
+//! disjoint set of shards. Phase one holds read locks, phase two write locks, one shard at a
+//! time; workers reading the graph meanwhile see each shard either before or after its part of
+//! the batch.
 
 pub(crate) mod apply;
+mod barrier;
 pub(crate) mod diff;
 pub mod event;
 pub mod output;
@@ -51,11 +56,13 @@ pub use output::{Enqueue, IngestOutput, REASON_OWNER_REF_INVALID_NAMESPACE};
 pub use sequential::SequentialGraph;
 
 use self::apply::{Out, OutKind, RefFlag, Step};
+use self::barrier::PhaseBarrier;
 use self::diff::EdgeOp;
 use self::output::invalid_namespace_warning;
-use self::prepare::Prepared;
+use self::prepare::{Prepared, PreparedBatch};
+use crate::error::IngestError;
 use crate::graph::{Graph, NodeKey};
-use crate::sync::Arc;
+use crate::sync::{Arc, RwLock, RwLockReadGuard};
 // Loom has no scoped threads: under the cfg the phases run on loom threads instead.
 #[cfg(kube_gc_loom)]
 use crate::loom_support::run_on_threads;
@@ -65,7 +72,7 @@ use crate::loom_support::run_on_threads;
 pub struct Ingester {
     graph: Arc<Graph>,
     threads: usize,
-    /// The phases' threads, kept across batches (spawning threads for every batch costs more
+    /// The batches' threads, kept across batches (spawning threads for every batch costs more
     /// than a small batch's work, and fresh threads start with cold allocator heaps).
     #[cfg(not(kube_gc_loom))]
     pool: Option<rayon_core::ThreadPool>,
@@ -74,6 +81,32 @@ pub struct Ingester {
 /// The incarnation given to the key of a node that was gone by the end of its batch; a worker
 /// finds no such node and drops the item.
 const GONE: u32 = u32::MAX;
+
+/// What phase zero leaves of one thread's chunk of a batch.
+struct Parsed<'e> {
+    /// The chunk's events, parsed (`None` where an event did not parse).
+    prepared: Vec<Option<Prepared<'e>>>,
+    /// The batch positions of the chunk's parsed events, by the shard of their UID.
+    own: Vec<Vec<u32>>,
+}
+
+impl Parsed<'_> {
+    /// No events yet, in a graph of `shards` shards.
+    fn empty(shards: usize) -> Self {
+        Parsed { prepared: Vec::new(), own: vec![Vec::new(); shards] }
+    }
+}
+
+/// What one thread returns from a batch.
+#[derive(Default)]
+struct ThreadOut {
+    /// Events of its chunk that parsed.
+    applied: usize,
+    /// Why the others did not, in order.
+    errors: Vec<IngestError>,
+    /// What phase two recorded in its shards.
+    records: Vec<Out>,
+}
 
 impl Ingester {
     /// Batches smaller than this are applied on the calling thread, whatever the thread count:
@@ -118,6 +151,21 @@ impl Ingester {
     ///
     /// Malformed events are skipped and listed in [`IngestOutput::errors`].
     pub fn ingest(&mut self, events: &[Event]) -> IngestOutput {
+        // A batch worth the pool runs on one of its threads, which then takes its own part of
+        // each phase: the caller sleeps once per batch instead of once per phase, and on a
+        // machine with as many cores as threads no spinning worker competes with the serial
+        // steps between phases.
+        #[cfg(not(kube_gc_loom))]
+        if let Some(pool) = &self.pool
+            && events.len() >= Self::SMALL_BATCH
+        {
+            return pool.install(|| self.ingest_in_order(events));
+        }
+        self.ingest_in_order(events)
+    }
+
+    /// [`Ingester::ingest`] on the current thread.
+    fn ingest_in_order(&self, events: &[Event]) -> IngestOutput {
         // An event whose owner references repeat a UID is applied alone (see `diff.rs`).
         let mut out = IngestOutput::default();
         let mut start = 0;
@@ -143,68 +191,75 @@ impl Ingester {
         // hand-off between threads is what they check.
         let small = !cfg!(kube_gc_loom) && events.len() < Self::SMALL_BATCH;
         let threads = if small { 1 } else { self.threads };
-        let mut out = IngestOutput::default();
-
-        // Phase 0: parse and bucket by shard, each thread a contiguous chunk of the batch, so
-        // the buckets concatenated in chunk order keep sequence order.
+        // Thread t parses the t-th contiguous chunk of the batch, and owns shards t, t +
+        // threads, ... in the phases after it.
         let chunk = events.len().div_ceil(threads).max(1);
-        let phase0 = |t: usize| {
+        let owned_by = |t: usize| (t..shards).step_by(threads);
+
+        // What a thread hands the others between phases: written by its thread before the
+        // barrier, read by all after it.
+        let barrier = PhaseBarrier::new(threads);
+        // (Empty until then: a thread that read too early would miss events, not crash.)
+        let parsed: Vec<RwLock<Parsed<'_>>> =
+            (0..threads).map(|_| RwLock::new(Parsed::empty(shards))).collect();
+        let edge_ops: Vec<RwLock<Vec<Vec<EdgeOp>>>> =
+            (0..threads).map(|_| RwLock::new(vec![Vec::new(); shards])).collect();
+
+        let run = |t: usize| -> ThreadOut {
+            let _poison = barrier.poison_on_unwind();
+            let mut done = ThreadOut::default();
+
+            // Phase 0: parse this thread's chunk and bucket it by shard, in sequence order.
             let start = (t * chunk).min(events.len());
             let end = ((t + 1) * chunk).min(events.len());
-            let mut prepared = Vec::with_capacity(end - start);
-            let mut own: Vec<Vec<u32>> = vec![Vec::new(); shards];
-            let mut errors = Vec::new();
+            let mut mine = Parsed::empty(shards);
+            mine.prepared.reserve_exact(end - start);
             for (seq, e) in events.iter().enumerate().take(end).skip(start) {
                 match Prepared::parse(e) {
                     Ok(p) => {
-                        own[graph.shard_of(p.uid)].push(seq as u32);
-                        prepared.push(Some(p));
+                        mine.own[graph.shard_of(p.uid)].push(seq as u32);
+                        mine.prepared.push(Some(p));
+                        done.applied += 1;
                     }
                     Err(err) => {
-                        errors.push(err);
-                        prepared.push(None);
+                        done.errors.push(err);
+                        mine.prepared.push(None);
                     }
                 }
             }
-            (prepared, own, errors)
-        };
-        let chunks = self.run_on_threads(threads, phase0);
-        let mut prepared: Vec<Option<Prepared<'_>>> = Vec::with_capacity(events.len());
-        let mut own: Vec<Vec<u32>> = vec![Vec::new(); shards];
-        for (p, o, errors) in chunks {
-            prepared.extend(p);
-            for (all, part) in own.iter_mut().zip(o) {
-                all.extend(part);
-            }
-            out.errors.extend(errors);
-        }
-        out.applied = prepared.iter().filter(|p| p.is_some()).count();
-        let prepared = &prepared[..];
-        let own = &own[..];
-        let owned_by = |t: usize| (t..shards).step_by(threads);
+            *parsed[t].write() = mine;
+            barrier.wait();
 
-        // Phase 1: diff, by the shard of each event's UID.
-        let phase1 = |t: usize| {
+            let parsed: Vec<RwLockReadGuard<'_, Parsed<'_>>> =
+                parsed.iter().map(RwLock::read).collect();
+            let runs: Vec<&[Option<Prepared<'_>>]> =
+                parsed.iter().map(|p| &p.prepared[..]).collect();
+            let prepared = PreparedBatch::new(&runs, chunk);
+            // The events of each of this thread's shards, in sequence order (the chunks are).
+            let own: Vec<(usize, Vec<u32>)> = owned_by(t)
+                .map(|s| (s, parsed.iter().flat_map(|p| p.own[s].iter().copied()).collect()))
+                .collect();
+
+            // Phase 1: diff, by the shard of each event's UID.
             let mut ops: Vec<Vec<EdgeOp>> = vec![Vec::new(); shards];
-            for s in owned_by(t) {
-                if own[s].is_empty() {
-                    continue;
+            for (s, own) in &own {
+                if !own.is_empty() {
+                    let shard = graph.read_shard(*s);
+                    diff::diff_shard(graph, &shard, prepared, own, &mut ops);
                 }
-                let shard = graph.read_shard(s);
-                diff::diff_shard(graph, &shard, prepared, &own[s], &mut ops);
             }
-            ops
-        };
-        let ops: Vec<Vec<Vec<EdgeOp>>> = self.run_on_threads(threads, phase1);
+            *edge_ops[t].write() = ops;
+            barrier.wait();
 
-        // Phase 2: apply, by shard, merged in sequence order.
-        let phase2 = |t: usize| {
-            let mut records = Vec::new();
-            for s in owned_by(t) {
+            // Phase 2: apply, by shard, merged in sequence order.
+            let ops: Vec<RwLockReadGuard<'_, Vec<Vec<EdgeOp>>>> =
+                edge_ops.iter().map(RwLock::read).collect();
+            for (s, own) in &own {
+                let s = *s;
                 let mut steps: Vec<Step<'_>> = Vec::new();
-                for &seq in &own[s] {
+                for &seq in own {
                     steps.push(Step::Main(seq));
-                    let ev = prepared[seq as usize].as_ref().expect("bucketed events parsed");
+                    let ev = prepared.get(seq).expect("bucketed events parsed");
                     // processTransitions reads and writes nothing unless the event starts a
                     // deletion: most events need no step for it.
                     if ev.event_type != EventType::Delete
@@ -219,8 +274,8 @@ impl Ingester {
                 if steps.is_empty() {
                     continue;
                 }
-                // Own steps and each thread's ops are already in order: a stable sort of
-                // a few sorted runs.
+                // Own steps are in order, and each thread's ops are a few runs in order (one
+                // per shard it diffed): a stable sort of a few sorted runs.
                 steps.sort_by_key(Step::order);
                 // Seeded defect for loom-tests; never enabled in real builds: each step under a
                 // write lock of its own, so readers can see the shard half-way through.
@@ -230,7 +285,7 @@ impl Ingester {
                 ) {
                     for step in &steps {
                         let mut shard = graph.write_shard(s);
-                        apply::apply_shard(&mut shard, prepared, &[*step], &mut records);
+                        apply::apply_shard(&mut shard, prepared, &[*step], &mut done.records);
                     }
                     continue;
                 }
@@ -242,13 +297,19 @@ impl Ingester {
                     crate::loom_support::Defect::IngestNestedShardLocks,
                 )
                 .then(|| graph.read_shard((s + 1) % shards));
-                apply::apply_shard(&mut shard, prepared, &steps, &mut records);
+                apply::apply_shard(&mut shard, prepared, &steps, &mut done.records);
             }
-            records
+            done
         };
-        let records: Vec<Out> =
-            self.run_on_threads(threads, phase2).into_iter().flatten().collect();
 
+        let mut out = IngestOutput::default();
+        let mut records = Vec::new();
+        // In thread order, so that the errors stay in sequence order.
+        for done in self.run_on_threads(threads, run) {
+            out.applied += done.applied;
+            out.errors.extend(done.errors);
+            records.extend(done.records);
+        }
         self.resolve(records, &mut out);
         out
     }
@@ -328,13 +389,18 @@ impl Ingester {
     }
 
     /// Runs `f(0..threads)`, each on its own thread of the pool (or `f(0)` on the caller's
-    /// when `threads` is 1), and collects the results in thread order.
+    /// when `threads` is 1), and collects the results in thread order. The calls run at the
+    /// same time, so that they can wait for each other at a barrier: `threads` is 1 or the
+    /// pool's size.
     fn run_on_threads<R: Send>(&self, threads: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
         #[cfg(kube_gc_loom)]
         return run_on_threads(threads, f);
         #[cfg(not(kube_gc_loom))]
         match &self.pool {
-            Some(pool) if threads > 1 => pool.broadcast(|ctx| f(ctx.index())),
+            Some(pool) if threads > 1 => {
+                debug_assert_eq!(threads, pool.current_num_threads());
+                pool.broadcast(|ctx| f(ctx.index()))
+            }
             _ => vec![f(0)],
         }
     }

@@ -123,3 +123,30 @@ impl<'a> Prepared<'a> {
         self.owners.iter().filter(move |r| r.uid == owner).map(|r| (r.ty, r.name, r.blocks()))
     }
 }
+
+/// A batch's parsed events where phase zero left them: one run per ingest thread, each a
+/// contiguous chunk of the batch (`None` for an event that did not parse). Phase zero's runs
+/// are read in place rather than copied into one list, a copy the threads would wait for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PreparedBatch<'r, 'e> {
+    runs: &'r [&'r [Option<Prepared<'e>>]],
+    /// Events per run (all runs but the last are full).
+    chunk: usize,
+}
+
+impl<'r, 'e> PreparedBatch<'r, 'e> {
+    /// The batch whose events `seq` live in `runs[seq / chunk][seq % chunk]`.
+    pub(crate) fn new(runs: &'r [&'r [Option<Prepared<'e>>]], chunk: usize) -> Self {
+        PreparedBatch { runs, chunk: chunk.max(1) }
+    }
+
+    /// The parsed event at batch position `seq`; `None` if it did not parse.
+    ///
+    /// # Panics
+    ///
+    /// If `seq` is past the batch.
+    pub(crate) fn get(&self, seq: u32) -> Option<&'r Prepared<'e>> {
+        let seq = seq as usize;
+        self.runs[seq / self.chunk][seq % self.chunk].as_ref()
+    }
+}
