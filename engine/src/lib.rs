@@ -17,7 +17,7 @@
 //! builder to the call.
 //!
 //! - [`Graph`] holds the nodes (objects and virtual owners) and their owner/dependent edges;
-//!   [`Ingester`] applies batches of [`Event`]s to it in two parallel phases, and
+//!   [`Ingester`] applies batches of [`Event`]s to it in parallel phases, and
 //!   [`SequentialGraph`] is the one-event-at-a-time reference it is held equal to.
 //! - [`WorkQueue`] is client-go's rate-limited work queue; the collector runs
 //!   `attemptToDelete` and `attemptToOrphan` over two of them.

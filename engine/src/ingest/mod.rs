@@ -63,7 +63,7 @@ use self::prepare::{Prepared, PreparedBatch};
 use crate::error::IngestError;
 use crate::graph::{Graph, NodeKey};
 use crate::sync::{Arc, RwLock, RwLockReadGuard};
-// Loom has no scoped threads: under the cfg the phases run on loom threads instead.
+// Loom has no thread pool: under the cfg the batches run on loom threads instead.
 #[cfg(kube_gc_loom)]
 use crate::loom_support::run_on_threads;
 
