@@ -154,9 +154,8 @@ impl Ingester {
     /// Malformed events are skipped and listed in [`IngestOutput::errors`].
     pub fn ingest(&mut self, events: &[Event]) -> IngestOutput {
         // A batch worth the pool runs on one of its threads, which then takes its own part of
-        // each phase: the caller sleeps once per batch instead of once per phase, and on a
-        // machine with as many cores as threads no spinning worker competes with the serial
-        // steps between phases.
+        // each phase: the caller sleeps and wakes once per batch, and all of the batch's work,
+        // the records' resolution included, runs on the pool's threads.
         #[cfg(not(kube_gc_loom))]
         if let Some(pool) = &self.pool
             && events.len() >= Self::SMALL_BATCH
