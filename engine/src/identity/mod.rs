@@ -36,10 +36,14 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use parking_lot::RwLock;
+use self::interner::{
+    LOCAL_NAMESPACE_IDS, LOCAL_TYPE_IDS, LOCAL_TYPE_PAIRS, namespace_interner, type_interner,
+    type_pairs, uid_interner,
+};
+
+mod interner;
 
 /// An object's UID.
 ///
@@ -127,7 +131,7 @@ pub fn interned_type_strings() -> usize {
 
 /// How many (apiVersion, kind) pairs are interned now: each [`ObjectType`] made so far.
 pub fn interned_type_pairs() -> usize {
-    type_pairs().inner.read().pairs.len()
+    type_pairs().len()
 }
 
 /// [`ObjectType::try_new`] refused an apiVersion or kind: too long to name a served type, or
@@ -354,170 +358,6 @@ fn format_uuid(hi: u64, lo: u64) -> String {
     format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
 }
 
-/// An append-only string interner: `intern` returns a dense id, `resolve` the text back.
-struct Interner {
-    inner: RwLock<InternerInner>,
-}
-
-struct InternerInner {
-    ids: hashbrown::HashMap<&'static str, u32>,
-    strings: Vec<&'static str>,
-}
-
-/// A thread's copy of the ids it already looked up, so that ingest threads intern the same few
-/// apiVersions, kinds and namespaces without touching the shared lock.
-type LocalIds = std::cell::RefCell<hashbrown::HashMap<&'static str, u32>>;
-
-impl Interner {
-    fn new(seed: &[&'static str]) -> Interner {
-        let mut inner = InternerInner { ids: hashbrown::HashMap::new(), strings: Vec::new() };
-        for s in seed {
-            inner.ids.insert(s, inner.strings.len() as u32);
-            inner.strings.push(s);
-        }
-        Interner { inner: RwLock::new(inner) }
-    }
-
-    /// `intern`, answered from `local` when this thread saw `text` before.
-    fn intern_cached(&self, local: &'static std::thread::LocalKey<LocalIds>, text: &str) -> u32 {
-        self.intern_cached_bounded(local, text, usize::MAX).expect("no cap")
-    }
-
-    /// `intern_bounded`, answered from `local` when this thread saw `text` before.
-    fn intern_cached_bounded(
-        &self,
-        local: &'static std::thread::LocalKey<LocalIds>,
-        text: &str,
-        max: usize,
-    ) -> Option<u32> {
-        if let Some(id) = local.with(|l| l.borrow().get(text).copied()) {
-            return Some(id);
-        }
-        let id = self.intern_bounded(text, max)?;
-        let leaked = self.resolve(id);
-        local.with(|l| l.borrow_mut().insert(leaked, id));
-        Some(id)
-    }
-
-    /// `intern`, unless `text` is new and `max` strings are interned already. The cap is
-    /// checked under the write lock, so concurrent callers never overshoot it.
-    fn intern_bounded(&self, text: &str, max: usize) -> Option<u32> {
-        if let Some(id) = self.find(text) {
-            return Some(id);
-        }
-        self.insert(text, max)
-    }
-
-    fn len(&self) -> usize {
-        self.inner.read().strings.len()
-    }
-
-    fn find(&self, text: &str) -> Option<u32> {
-        self.inner.read().ids.get(text).copied()
-    }
-
-    fn intern(&self, text: &str) -> u32 {
-        if let Some(&id) = self.inner.read().ids.get(text) {
-            return id;
-        }
-        self.insert(text, usize::MAX).expect("no cap")
-    }
-
-    /// Interns `text` under the write lock (re-checking whether another thread did), unless
-    /// it is new and `max` strings are interned already.
-    fn insert(&self, text: &str, max: usize) -> Option<u32> {
-        let mut inner = self.inner.write();
-        if let Some(&id) = inner.ids.get(text) {
-            return Some(id);
-        }
-        if inner.strings.len() >= max {
-            return None;
-        }
-        // Interned strings live for the process (see the module docs): leaking them is what
-        // lets `resolve` hand out `&'static str` without holding the lock.
-        let leaked: &'static str = Box::leak(text.to_owned().into_boxed_str());
-        let id = u32::try_from(inner.strings.len()).expect("more than 2^32 interned strings");
-        inner.strings.push(leaked);
-        inner.ids.insert(leaked, id);
-        Some(id)
-    }
-
-    fn resolve(&self, id: u32) -> &'static str {
-        self.inner.read().strings.get(id as usize).copied().unwrap_or("")
-    }
-}
-
-thread_local! {
-    static LOCAL_TYPE_IDS: LocalIds = LocalIds::default();
-    static LOCAL_TYPE_PAIRS: std::cell::RefCell<hashbrown::HashMap<(u32, u32), u32>> =
-        std::cell::RefCell::default();
-    static LOCAL_NAMESPACE_IDS: LocalIds = LocalIds::default();
-}
-
-fn uid_interner() -> &'static Interner {
-    static I: OnceLock<Interner> = OnceLock::new();
-    I.get_or_init(|| Interner::new(&[]))
-}
-
-fn type_interner() -> &'static Interner {
-    // apiVersion and kind strings; an `ObjectType` is the id of their pair (`type_pairs`).
-    static I: OnceLock<Interner> = OnceLock::new();
-    I.get_or_init(|| Interner::new(&[""]))
-}
-
-/// The interned (apiVersion, kind) pairs, their strings interned in [`type_interner`]: a
-/// pair's index is its [`ObjectType`].
-struct TypePairs {
-    inner: RwLock<TypePairsInner>,
-}
-
-struct TypePairsInner {
-    ids: hashbrown::HashMap<(u32, u32), u32>,
-    pairs: Vec<(&'static str, &'static str)>,
-}
-
-impl TypePairs {
-    /// The pair of the interned strings `api_version` and `kind`, unless it is new and `max`
-    /// pairs are held already.
-    fn intern(&self, api_version: u32, kind: u32, max: usize) -> Option<u32> {
-        if let Some(&id) = self.inner.read().ids.get(&(api_version, kind)) {
-            return Some(id);
-        }
-        let strings = type_interner();
-        let texts = (strings.resolve(api_version), strings.resolve(kind));
-        let mut inner = self.inner.write();
-        if let Some(&id) = inner.ids.get(&(api_version, kind)) {
-            return Some(id);
-        }
-        if inner.pairs.len() >= max.min(1 << ObjectType::ID_BITS) {
-            return None;
-        }
-        let id = inner.pairs.len() as u32;
-        inner.pairs.push(texts);
-        inner.ids.insert((api_version, kind), id);
-        Some(id)
-    }
-
-    fn resolve(&self, id: u32) -> (&'static str, &'static str) {
-        self.inner.read().pairs.get(id as usize).copied().unwrap_or(("", ""))
-    }
-}
-
-fn type_pairs() -> &'static TypePairs {
-    static P: OnceLock<TypePairs> = OnceLock::new();
-    P.get_or_init(|| {
-        // The empty pair (both strings the type interner's id 0) is `ObjectType::default()`.
-        let inner =
-            TypePairsInner { ids: [((0, 0), 0)].into_iter().collect(), pairs: vec![("", "")] };
-        TypePairs { inner: RwLock::new(inner) }
-    })
-}
-
-fn namespace_interner() -> &'static Interner {
-    static I: OnceLock<Interner> = OnceLock::new();
-    I.get_or_init(|| Interner::new(&[""]))
-}
-
 /// An interned (apiVersion, kind) pair: the coordinates that say what type an object is.
 ///
 /// One 4-byte id for the pair (a node and each of its owner references hold one). Equality is
@@ -728,100 +568,4 @@ impl OwnerRef {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn canonical_uuid_round_trips_as_value() {
-        let text = "910a2dec-8902-4cc1-beeb-8da1658eec67";
-        let uid = Uid::parse(text);
-        assert!(!uid.is_interned());
-        assert_eq!(uid.as_u128(), 0x910a2dec_8902_4cc1_beeb_8da1658eec67);
-        assert_eq!(uid.to_string(), text);
-    }
-
-    #[test]
-    fn hostile_uids_never_panic_and_round_trip() {
-        let long = "x".repeat(10 * 1024);
-        let cases = [
-            "",
-            "910a2dec-8902-4cc1-beeb-8da1658eec677", // 37 characters
-            "910a2dec-8902-4cc1-beeb-8da1658eec6",   // 35 characters
-            "910A2DEC-8902-4CC1-BEEB-8DA1658EEC67",  // uppercase: a different string
-            "910a2dec+8902-4cc1-beeb-8da1658eec67",  // dash in the wrong place
-            "g10a2dec-8902-4cc1-beeb-8da1658eec67",  // non-hex
-            "ffffffff-ffff-ffff-ffff-ffffffffffff",  // canonical, but in the reserved range
-            "ünïcödé-ẞ",
-            long.as_str(),
-        ];
-        let mut seen = std::collections::HashSet::new();
-        for (i, text) in cases.iter().enumerate() {
-            let uid = Uid::parse(text);
-            assert_eq!(uid.to_string(), *text, "#{i}: round trip");
-            assert_eq!(Uid::parse(text), uid, "#{i}: parse is a function");
-            assert!(seen.insert(uid), "#{i}: two strings share a UID");
-        }
-        // Upper and lower case are different UIDs.
-        assert_ne!(Uid::parse(cases[3]), Uid::parse("910a2dec-8902-4cc1-beeb-8da1658eec67"));
-    }
-
-    #[test]
-    fn lookup_never_interns() {
-        let unseen = "never-seen-uid-for-lookup";
-        assert_eq!(Uid::lookup(unseen), None);
-        assert_eq!(Uid::lookup(unseen), None, "a lookup must not intern");
-        let seen = Uid::parse("seen-uid-for-lookup");
-        assert_eq!(Uid::lookup("seen-uid-for-lookup"), Some(seen));
-        let uuid = "910a2dec-8902-4cc1-beeb-8da1658eec67";
-        assert_eq!(Uid::lookup(uuid), Some(Uid::parse(uuid)));
-    }
-
-    #[test]
-    fn reserved_range_value_is_interned_through_its_text() {
-        let v = u128::MAX;
-        let uid = Uid::from_u128(v);
-        assert!(uid.is_interned());
-        assert_eq!(uid, Uid::parse("ffffffff-ffff-ffff-ffff-ffffffffffff"));
-    }
-
-    #[test]
-    fn object_reference_string_form_is_upstreams() {
-        let r = ObjectReference::new("v1", "Pod", "ns1", "podname2", "poduid2");
-        assert_eq!(r.to_string(), "[v1/Pod, namespace: ns1, name: podname2, uid: poduid2]");
-        let c = ObjectReference::new("v1", "Pod", "", "podname1", "poduid1");
-        assert_eq!(c.to_string(), "[v1/Pod, namespace: , name: podname1, uid: poduid1]");
-    }
-
-    #[test]
-    fn object_type_splits_group_and_version() {
-        let t = ObjectType::new("apps/v1", "Deployment");
-        assert_eq!((t.group(), t.version(), t.kind()), ("apps", "v1", "Deployment"));
-        let core = ObjectType::new("v1", "Pod");
-        assert_eq!((core.group(), core.version()), ("", "v1"));
-    }
-
-    /// A [`UidSet`] hashes a UID as exactly its own [`Uid::hash64`], and is a set: of random
-    /// UUIDs and interned strings alike, every one is found, and a removed one is not.
-    #[test]
-    fn uid_maps_hash_by_the_uids_own_mix() {
-        use std::hash::BuildHasher;
-        let build = UidBuildHasher::default();
-        let uid = Uid::parse("910a2dec-8902-4cc1-beeb-8da1658eec67");
-        assert_eq!(build.hash_one(uid), uid.hash64());
-        let mut uids: Vec<Uid> = (0..5000u128)
-            .map(|i| Uid::from_u128(i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)))
-            .collect();
-        uids.extend((0..500).map(|i| Uid::parse(&format!("not-a-uuid-{i}"))));
-        let mut set: UidSet = uids.iter().copied().collect();
-        assert_eq!(set.len(), uids.len());
-        for (i, uid) in uids.iter().enumerate() {
-            assert!(set.contains(uid), "#{i} missing");
-        }
-        for uid in uids.iter().step_by(2) {
-            assert!(set.remove(uid));
-        }
-        for (i, uid) in uids.iter().enumerate() {
-            assert_eq!(set.contains(uid), i % 2 == 1, "#{i}");
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,182 @@
+//! The process-wide interners behind [`Uid`](super::Uid) (non-UUID UIDs),
+//! [`ObjectType`](super::ObjectType) (apiVersion and kind strings, and their pairs) and
+//! [`Namespace`](super::Namespace): append-only tables whose strings live for the process.
+
+use std::sync::OnceLock;
+
+use parking_lot::RwLock;
+
+use super::ObjectType;
+
+/// An append-only string interner: `intern` returns a dense id, `resolve` the text back.
+pub(super) struct Interner {
+    inner: RwLock<InternerInner>,
+}
+
+struct InternerInner {
+    ids: hashbrown::HashMap<&'static str, u32>,
+    strings: Vec<&'static str>,
+}
+
+/// A thread's copy of the ids it already looked up, so that ingest threads intern the same few
+/// apiVersions, kinds and namespaces without touching the shared lock.
+pub(super) type LocalIds = std::cell::RefCell<hashbrown::HashMap<&'static str, u32>>;
+
+impl Interner {
+    pub(super) fn new(seed: &[&'static str]) -> Interner {
+        let mut inner = InternerInner { ids: hashbrown::HashMap::new(), strings: Vec::new() };
+        for s in seed {
+            inner.ids.insert(s, inner.strings.len() as u32);
+            inner.strings.push(s);
+        }
+        Interner { inner: RwLock::new(inner) }
+    }
+
+    /// `intern`, answered from `local` when this thread saw `text` before.
+    pub(super) fn intern_cached(
+        &self,
+        local: &'static std::thread::LocalKey<LocalIds>,
+        text: &str,
+    ) -> u32 {
+        self.intern_cached_bounded(local, text, usize::MAX).expect("no cap")
+    }
+
+    /// `intern_bounded`, answered from `local` when this thread saw `text` before.
+    pub(super) fn intern_cached_bounded(
+        &self,
+        local: &'static std::thread::LocalKey<LocalIds>,
+        text: &str,
+        max: usize,
+    ) -> Option<u32> {
+        if let Some(id) = local.with(|l| l.borrow().get(text).copied()) {
+            return Some(id);
+        }
+        let id = self.intern_bounded(text, max)?;
+        let leaked = self.resolve(id);
+        local.with(|l| l.borrow_mut().insert(leaked, id));
+        Some(id)
+    }
+
+    /// `intern`, unless `text` is new and `max` strings are interned already. The cap is
+    /// checked under the write lock, so concurrent callers never overshoot it.
+    pub(super) fn intern_bounded(&self, text: &str, max: usize) -> Option<u32> {
+        if let Some(id) = self.find(text) {
+            return Some(id);
+        }
+        self.insert(text, max)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.inner.read().strings.len()
+    }
+
+    pub(super) fn find(&self, text: &str) -> Option<u32> {
+        self.inner.read().ids.get(text).copied()
+    }
+
+    pub(super) fn intern(&self, text: &str) -> u32 {
+        if let Some(&id) = self.inner.read().ids.get(text) {
+            return id;
+        }
+        self.insert(text, usize::MAX).expect("no cap")
+    }
+
+    /// Interns `text` under the write lock (re-checking whether another thread did), unless
+    /// it is new and `max` strings are interned already.
+    pub(super) fn insert(&self, text: &str, max: usize) -> Option<u32> {
+        let mut inner = self.inner.write();
+        if let Some(&id) = inner.ids.get(text) {
+            return Some(id);
+        }
+        if inner.strings.len() >= max {
+            return None;
+        }
+        // Interned strings live for the process (see the module docs): leaking them is what
+        // lets `resolve` hand out `&'static str` without holding the lock.
+        let leaked: &'static str = Box::leak(text.to_owned().into_boxed_str());
+        let id = u32::try_from(inner.strings.len()).expect("more than 2^32 interned strings");
+        inner.strings.push(leaked);
+        inner.ids.insert(leaked, id);
+        Some(id)
+    }
+
+    pub(super) fn resolve(&self, id: u32) -> &'static str {
+        self.inner.read().strings.get(id as usize).copied().unwrap_or("")
+    }
+}
+
+thread_local! {
+    pub(super) static LOCAL_TYPE_IDS: LocalIds = LocalIds::default();
+    pub(super) static LOCAL_TYPE_PAIRS: std::cell::RefCell<hashbrown::HashMap<(u32, u32), u32>> =
+        std::cell::RefCell::default();
+    pub(super) static LOCAL_NAMESPACE_IDS: LocalIds = LocalIds::default();
+}
+
+pub(super) fn uid_interner() -> &'static Interner {
+    static I: OnceLock<Interner> = OnceLock::new();
+    I.get_or_init(|| Interner::new(&[]))
+}
+
+pub(super) fn type_interner() -> &'static Interner {
+    // apiVersion and kind strings; an `ObjectType` is the id of their pair (`type_pairs`).
+    static I: OnceLock<Interner> = OnceLock::new();
+    I.get_or_init(|| Interner::new(&[""]))
+}
+
+/// The interned (apiVersion, kind) pairs, their strings interned in [`type_interner`]: a
+/// pair's index is its [`ObjectType`].
+pub(super) struct TypePairs {
+    inner: RwLock<TypePairsInner>,
+}
+
+struct TypePairsInner {
+    ids: hashbrown::HashMap<(u32, u32), u32>,
+    pairs: Vec<(&'static str, &'static str)>,
+}
+
+impl TypePairs {
+    /// The pair of the interned strings `api_version` and `kind`, unless it is new and `max`
+    /// pairs are held already.
+    pub(super) fn intern(&self, api_version: u32, kind: u32, max: usize) -> Option<u32> {
+        if let Some(&id) = self.inner.read().ids.get(&(api_version, kind)) {
+            return Some(id);
+        }
+        let strings = type_interner();
+        let texts = (strings.resolve(api_version), strings.resolve(kind));
+        let mut inner = self.inner.write();
+        if let Some(&id) = inner.ids.get(&(api_version, kind)) {
+            return Some(id);
+        }
+        if inner.pairs.len() >= max.min(1 << ObjectType::ID_BITS) {
+            return None;
+        }
+        let id = inner.pairs.len() as u32;
+        inner.pairs.push(texts);
+        inner.ids.insert((api_version, kind), id);
+        Some(id)
+    }
+
+    /// How many pairs are interned.
+    pub(super) fn len(&self) -> usize {
+        self.inner.read().pairs.len()
+    }
+
+    pub(super) fn resolve(&self, id: u32) -> (&'static str, &'static str) {
+        self.inner.read().pairs.get(id as usize).copied().unwrap_or(("", ""))
+    }
+}
+
+pub(super) fn type_pairs() -> &'static TypePairs {
+    static P: OnceLock<TypePairs> = OnceLock::new();
+    P.get_or_init(|| {
+        // The empty pair (both strings the type interner's id 0) is `ObjectType::default()`.
+        let inner =
+            TypePairsInner { ids: [((0, 0), 0)].into_iter().collect(), pairs: vec![("", "")] };
+        TypePairs { inner: RwLock::new(inner) }
+    })
+}
+
+pub(super) fn namespace_interner() -> &'static Interner {
+    static I: OnceLock<Interner> = OnceLock::new();
+    I.get_or_init(|| Interner::new(&[""]))
+}

@@ -1,0 +1,95 @@
+use super::*;
+
+#[test]
+fn canonical_uuid_round_trips_as_value() {
+    let text = "910a2dec-8902-4cc1-beeb-8da1658eec67";
+    let uid = Uid::parse(text);
+    assert!(!uid.is_interned());
+    assert_eq!(uid.as_u128(), 0x910a2dec_8902_4cc1_beeb_8da1658eec67);
+    assert_eq!(uid.to_string(), text);
+}
+
+#[test]
+fn hostile_uids_never_panic_and_round_trip() {
+    let long = "x".repeat(10 * 1024);
+    let cases = [
+        "",
+        "910a2dec-8902-4cc1-beeb-8da1658eec677", // 37 characters
+        "910a2dec-8902-4cc1-beeb-8da1658eec6",   // 35 characters
+        "910A2DEC-8902-4CC1-BEEB-8DA1658EEC67",  // uppercase: a different string
+        "910a2dec+8902-4cc1-beeb-8da1658eec67",  // dash in the wrong place
+        "g10a2dec-8902-4cc1-beeb-8da1658eec67",  // non-hex
+        "ffffffff-ffff-ffff-ffff-ffffffffffff",  // canonical, but in the reserved range
+        "ünïcödé-ẞ",
+        long.as_str(),
+    ];
+    let mut seen = std::collections::HashSet::new();
+    for (i, text) in cases.iter().enumerate() {
+        let uid = Uid::parse(text);
+        assert_eq!(uid.to_string(), *text, "#{i}: round trip");
+        assert_eq!(Uid::parse(text), uid, "#{i}: parse is a function");
+        assert!(seen.insert(uid), "#{i}: two strings share a UID");
+    }
+    // Upper and lower case are different UIDs.
+    assert_ne!(Uid::parse(cases[3]), Uid::parse("910a2dec-8902-4cc1-beeb-8da1658eec67"));
+}
+
+#[test]
+fn lookup_never_interns() {
+    let unseen = "never-seen-uid-for-lookup";
+    assert_eq!(Uid::lookup(unseen), None);
+    assert_eq!(Uid::lookup(unseen), None, "a lookup must not intern");
+    let seen = Uid::parse("seen-uid-for-lookup");
+    assert_eq!(Uid::lookup("seen-uid-for-lookup"), Some(seen));
+    let uuid = "910a2dec-8902-4cc1-beeb-8da1658eec67";
+    assert_eq!(Uid::lookup(uuid), Some(Uid::parse(uuid)));
+}
+
+#[test]
+fn reserved_range_value_is_interned_through_its_text() {
+    let v = u128::MAX;
+    let uid = Uid::from_u128(v);
+    assert!(uid.is_interned());
+    assert_eq!(uid, Uid::parse("ffffffff-ffff-ffff-ffff-ffffffffffff"));
+}
+
+#[test]
+fn object_reference_string_form_is_upstreams() {
+    let r = ObjectReference::new("v1", "Pod", "ns1", "podname2", "poduid2");
+    assert_eq!(r.to_string(), "[v1/Pod, namespace: ns1, name: podname2, uid: poduid2]");
+    let c = ObjectReference::new("v1", "Pod", "", "podname1", "poduid1");
+    assert_eq!(c.to_string(), "[v1/Pod, namespace: , name: podname1, uid: poduid1]");
+}
+
+#[test]
+fn object_type_splits_group_and_version() {
+    let t = ObjectType::new("apps/v1", "Deployment");
+    assert_eq!((t.group(), t.version(), t.kind()), ("apps", "v1", "Deployment"));
+    let core = ObjectType::new("v1", "Pod");
+    assert_eq!((core.group(), core.version()), ("", "v1"));
+}
+
+/// A [`UidSet`] hashes a UID as exactly its own [`Uid::hash64`], and is a set: of random
+/// UUIDs and interned strings alike, every one is found, and a removed one is not.
+#[test]
+fn uid_maps_hash_by_the_uids_own_mix() {
+    use std::hash::BuildHasher;
+    let build = UidBuildHasher::default();
+    let uid = Uid::parse("910a2dec-8902-4cc1-beeb-8da1658eec67");
+    assert_eq!(build.hash_one(uid), uid.hash64());
+    let mut uids: Vec<Uid> = (0..5000u128)
+        .map(|i| Uid::from_u128(i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)))
+        .collect();
+    uids.extend((0..500).map(|i| Uid::parse(&format!("not-a-uuid-{i}"))));
+    let mut set: UidSet = uids.iter().copied().collect();
+    assert_eq!(set.len(), uids.len());
+    for (i, uid) in uids.iter().enumerate() {
+        assert!(set.contains(uid), "#{i} missing");
+    }
+    for uid in uids.iter().step_by(2) {
+        assert!(set.remove(uid));
+    }
+    for (i, uid) in uids.iter().enumerate() {
+        assert_eq!(set.contains(uid), i % 2 == 1, "#{i}");
+    }
+}
