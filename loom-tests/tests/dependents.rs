@@ -1,4 +1,4 @@
-//! Model 2: a node's dependents set (`engine/src/graph/node.rs`), which keeps up to 16
+//! Model 2: a node's dependents set (`engine/src/graph/dependents.rs`), which keeps up to 16
 //! entries in a vector and switches to a hash table above that (and back at 8 or fewer).
 //!
 //! A reader copying the set while a batch makes it cross the limit, either way, sees the set

@@ -2,7 +2,8 @@
 //!
 //! Upstream: `graph.go` (`node`, `concurrentUIDToNode`); GC-SPEC.md §1.2-1.3.
 //!
-//! The graph is `N` shards (`N` a power of two), each a `hashbrown` table of nodes (`node.rs`)
+//! The graph is `N` shards (`N` a power of two), each a `hashbrown` table of nodes (`node.rs`,
+//! their dependents sets in `dependents.rs`)
 //! and their names (`names.rs`) behind its own cache-padded readers-writer lock. A node's shard
 //! is a function of its UID's hash; ingestion ([`crate::ingest`]) writes shards in parallel,
 //! workers read them.
@@ -33,6 +34,7 @@
 //! bits, so the shard is taken from bits 40.. (below the tag, far above any bucket index a
 //! shard's table reaches), and the nodes of one shard still spread over all buckets and tags.
 
+pub(crate) mod dependents;
 pub(crate) mod names;
 pub(crate) mod node;
 
@@ -103,8 +105,8 @@ pub struct DependentView {
     pub namespace: crate::identity::Namespace,
 }
 
-impl From<&node::DependentEntry> for DependentView {
-    fn from(entry: &node::DependentEntry) -> DependentView {
+impl From<&dependents::DependentEntry> for DependentView {
+    fn from(entry: &dependents::DependentEntry) -> DependentView {
         DependentView { uid: entry.uid, namespace: entry.namespace }
     }
 }
@@ -456,7 +458,11 @@ impl Graph {
                     let copy: Vec<_> = n
                         .dependents
                         .refs(d, n.ty, n.name(shard.names()))
-                        .map(|(ty, name, blocks)| node::EdgeRef { ty, name: name.into(), blocks })
+                        .map(|(ty, name, blocks)| dependents::EdgeRef {
+                            ty,
+                            name: name.into(),
+                            blocks,
+                        })
                         .collect();
                     entries.push((n.uid, d.uid, d.namespace, copy));
                 }
@@ -468,7 +474,7 @@ impl Graph {
                     .owners
                     .iter()
                     .filter(|r| r.uid == owner)
-                    .map(|r| node::EdgeRef::from_owner(d, r, names))
+                    .map(|r| dependents::EdgeRef::from_owner(d, r, names))
                     .collect();
                 (d.namespace, refs)
             }) else {
