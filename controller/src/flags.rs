@@ -24,6 +24,10 @@ pub enum ContentType {
     Protobuf,
 }
 
+// `--ingest-threads`' help names the ingester's threshold for one-thread batches.
+const _: () =
+    assert!(kube_gc_engine::Ingester::SMALL_BATCH == 512, "update --ingest-threads' help");
+
 /// kube-gc: the Kubernetes garbage collector (ownerReference cascading deletion).
 ///
 /// Run kube-controller-manager with `--controllers=*,-garbage-collector-controller` (the
@@ -96,7 +100,8 @@ pub struct Flags {
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_size: u32,
 
-    /// Threads applying each batch (default: the machine's cores).
+    /// Threads applying each batch (default: the machine's cores); a batch of fewer than 512
+    /// events takes one.
     #[arg(long)]
     pub ingest_threads: Option<usize>,
 
