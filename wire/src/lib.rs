@@ -23,6 +23,9 @@
 //! Only what kube-gc keeps is decoded ([`messages::LeanObjectMeta`]): protobuf decoders step
 //! over undeclared fields, so labels, annotations and managedFields cost a scan, not a build.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
 pub mod messages;
 
 mod envelope;

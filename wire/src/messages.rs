@@ -16,8 +16,10 @@ use bytes::Bytes;
 /// `runtime.TypeMeta`: the envelope's apiVersion and kind.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TypeMeta {
+    /// The enveloped message's `apiVersion` (`meta.k8s.io/v1`, `v1`, ...).
     #[prost(string, optional, tag = "1")]
     pub api_version: Option<String>,
+    /// The enveloped message's `kind` (`PartialObjectMetadataList`, `Status`, ...).
     #[prost(string, optional, tag = "2")]
     pub kind: Option<String>,
 }
@@ -25,12 +27,16 @@ pub struct TypeMeta {
 /// `runtime.Unknown`: what follows the `k8s\0` magic of every protobuf body.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Unknown {
+    /// What `raw` holds.
     #[prost(message, optional, tag = "1")]
     pub type_meta: Option<TypeMeta>,
+    /// The message itself, encoded.
     #[prost(bytes = "bytes", optional, tag = "2")]
     pub raw: Option<Bytes>,
+    /// How `raw` is compressed; empty (none) in what servers send.
     #[prost(string, optional, tag = "3")]
     pub content_encoding: Option<String>,
+    /// The media type of `raw`; empty (protobuf) in what servers send.
     #[prost(string, optional, tag = "4")]
     pub content_type: Option<String>,
 }
@@ -38,8 +44,10 @@ pub struct Unknown {
 /// `metav1.Time`: seconds and nanoseconds since the epoch.
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
 pub struct Time {
+    /// Whole seconds since the Unix epoch.
     #[prost(int64, optional, tag = "1")]
     pub seconds: Option<i64>,
+    /// Nanoseconds past `seconds`.
     #[prost(int32, optional, tag = "2")]
     pub nanos: Option<i32>,
 }
@@ -47,16 +55,22 @@ pub struct Time {
 /// `metav1.OwnerReference`.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct OwnerReference {
+    /// `kind` of the owner.
     #[prost(string, optional, tag = "1")]
     pub kind: Option<String>,
+    /// `name` of the owner.
     #[prost(string, optional, tag = "3")]
     pub name: Option<String>,
+    /// `uid` of the owner.
     #[prost(string, optional, tag = "4")]
     pub uid: Option<String>,
+    /// `apiVersion` of the owner.
     #[prost(string, optional, tag = "5")]
     pub api_version: Option<String>,
+    /// `controller`: the owner is the dependent's managing controller.
     #[prost(bool, optional, tag = "6")]
     pub controller: Option<bool>,
+    /// `blockOwnerDeletion`: a foreground deletion of the owner waits for this dependent.
     #[prost(bool, optional, tag = "7")]
     pub block_owner_deletion: Option<bool>,
 }
@@ -64,18 +78,25 @@ pub struct OwnerReference {
 /// `metav1.ObjectMeta` as kube-gc decodes it: what the engine keeps, nothing else.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct LeanObjectMeta {
+    /// `metadata.name`.
     #[prost(string, optional, tag = "1")]
     pub name: Option<String>,
+    /// `metadata.namespace` (empty for a cluster-scoped object).
     #[prost(string, optional, tag = "3")]
     pub namespace: Option<String>,
+    /// `metadata.uid`.
     #[prost(string, optional, tag = "5")]
     pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
     #[prost(string, optional, tag = "6")]
     pub resource_version: Option<String>,
+    /// `metadata.deletionTimestamp`: set once the object is being deleted.
     #[prost(message, optional, tag = "9")]
     pub deletion_timestamp: Option<Time>,
+    /// `metadata.ownerReferences`, in order.
     #[prost(message, repeated, tag = "13")]
     pub owner_references: Vec<OwnerReference>,
+    /// `metadata.finalizers`, in order.
     #[prost(string, repeated, tag = "14")]
     pub finalizers: Vec<String>,
 }
@@ -83,16 +104,22 @@ pub struct LeanObjectMeta {
 /// `metav1.ManagedFieldsEntry`, as simcluster serves it.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ManagedFieldsEntry {
+    /// `manager`: the field manager's name.
     #[prost(string, optional, tag = "1")]
     pub manager: Option<String>,
+    /// `operation`: `Apply` or `Update`.
     #[prost(string, optional, tag = "2")]
     pub operation: Option<String>,
+    /// `apiVersion` of the fields' schema.
     #[prost(string, optional, tag = "3")]
     pub api_version: Option<String>,
+    /// `time` of the manager's last write.
     #[prost(message, optional, tag = "4")]
     pub time: Option<Time>,
+    /// `fieldsType`: `FieldsV1`.
     #[prost(string, optional, tag = "6")]
     pub fields_type: Option<String>,
+    /// `fieldsV1`: the fields the manager owns.
     #[prost(message, optional, tag = "7")]
     pub fields_v1: Option<FieldsV1>,
 }
@@ -100,6 +127,7 @@ pub struct ManagedFieldsEntry {
 /// `metav1.FieldsV1`: the managed fields' JSON, as bytes.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct FieldsV1 {
+    /// The fields, as JSON.
     #[prost(bytes = "vec", optional, tag = "1")]
     pub raw: Option<Vec<u8>>,
 }
@@ -108,32 +136,46 @@ pub struct FieldsV1 {
 /// managedFields): simcluster's encoder, and tests that check the lean decoder skips it.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ObjectMeta {
+    /// `metadata.name`.
     #[prost(string, optional, tag = "1")]
     pub name: Option<String>,
+    /// `metadata.generateName`.
     #[prost(string, optional, tag = "2")]
     pub generate_name: Option<String>,
+    /// `metadata.namespace` (empty for a cluster-scoped object).
     #[prost(string, optional, tag = "3")]
     pub namespace: Option<String>,
+    /// `metadata.uid`.
     #[prost(string, optional, tag = "5")]
     pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
     #[prost(string, optional, tag = "6")]
     pub resource_version: Option<String>,
+    /// `metadata.generation`.
     #[prost(int64, optional, tag = "7")]
     pub generation: Option<i64>,
+    /// `metadata.creationTimestamp`.
     #[prost(message, optional, tag = "8")]
     pub creation_timestamp: Option<Time>,
+    /// `metadata.deletionTimestamp`: set once the object is being deleted.
     #[prost(message, optional, tag = "9")]
     pub deletion_timestamp: Option<Time>,
+    /// `metadata.deletionGracePeriodSeconds`.
     #[prost(int64, optional, tag = "10")]
     pub deletion_grace_period_seconds: Option<i64>,
+    /// `metadata.labels`.
     #[prost(btree_map = "string, string", tag = "11")]
     pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
     #[prost(btree_map = "string, string", tag = "12")]
     pub annotations: BTreeMap<String, String>,
+    /// `metadata.ownerReferences`, in order.
     #[prost(message, repeated, tag = "13")]
     pub owner_references: Vec<OwnerReference>,
+    /// `metadata.finalizers`, in order.
     #[prost(string, repeated, tag = "14")]
     pub finalizers: Vec<String>,
+    /// `metadata.managedFields`.
     #[prost(message, repeated, tag = "17")]
     pub managed_fields: Vec<ManagedFieldsEntry>,
 }
@@ -141,10 +183,13 @@ pub struct ObjectMeta {
 /// `metav1.ListMeta`.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct ListMeta {
+    /// `resourceVersion` of the list: where a watch that follows it starts.
     #[prost(string, optional, tag = "2")]
     pub resource_version: Option<String>,
+    /// `continue`: the token of the next page; empty on the last.
     #[prost(string, optional, tag = "3")]
     pub r#continue: Option<String>,
+    /// `remainingItemCount`: items after this page, when the server counts them.
     #[prost(int64, optional, tag = "4")]
     pub remaining_item_count: Option<i64>,
 }
@@ -152,6 +197,7 @@ pub struct ListMeta {
 /// `metav1.PartialObjectMetadata`, lean.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct LeanObject {
+    /// The object's metadata, lean.
     #[prost(message, optional, tag = "1")]
     pub metadata: Option<LeanObjectMeta>,
 }
@@ -159,6 +205,7 @@ pub struct LeanObject {
 /// `metav1.PartialObjectMetadata`, full.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PartialObjectMetadata {
+    /// The object's metadata.
     #[prost(message, optional, tag = "1")]
     pub metadata: Option<ObjectMeta>,
 }
@@ -166,8 +213,10 @@ pub struct PartialObjectMetadata {
 /// `metav1.PartialObjectMetadataList`, lean.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct LeanList {
+    /// The list's metadata.
     #[prost(message, optional, tag = "1")]
     pub metadata: Option<ListMeta>,
+    /// The page's objects.
     #[prost(message, repeated, tag = "2")]
     pub items: Vec<LeanObject>,
 }
@@ -175,8 +224,10 @@ pub struct LeanList {
 /// `metav1.PartialObjectMetadataList`, full.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PartialObjectMetadataList {
+    /// The list's metadata.
     #[prost(message, optional, tag = "1")]
     pub metadata: Option<ListMeta>,
+    /// The page's objects.
     #[prost(message, repeated, tag = "2")]
     pub items: Vec<PartialObjectMetadata>,
 }
@@ -184,6 +235,7 @@ pub struct PartialObjectMetadataList {
 /// `runtime.RawExtension`: an embedded object, itself an enveloped body.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RawExtension {
+    /// The object, an enveloped body.
     #[prost(bytes = "bytes", optional, tag = "1")]
     pub raw: Option<Bytes>,
 }
@@ -191,8 +243,10 @@ pub struct RawExtension {
 /// `metav1.WatchEvent`: one frame of a protobuf watch stream (not enveloped itself).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct WatchEvent {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
     #[prost(string, optional, tag = "1")]
     pub r#type: Option<String>,
+    /// The object (for `ERROR`, a `Status`).
     #[prost(message, optional, tag = "2")]
     pub object: Option<RawExtension>,
 }
@@ -200,14 +254,19 @@ pub struct WatchEvent {
 /// `metav1.Status`, without its details.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
 pub struct Status {
+    /// `metadata`: a list's metadata, empty in the statuses servers send.
     #[prost(message, optional, tag = "1")]
     pub metadata: Option<ListMeta>,
+    /// `Success` or `Failure`.
     #[prost(string, optional, tag = "2")]
     pub status: Option<String>,
+    /// What went wrong, for a person.
     #[prost(string, optional, tag = "3")]
     pub message: Option<String>,
+    /// Why, for a program (`Expired`, `NotFound`, ...).
     #[prost(string, optional, tag = "4")]
     pub reason: Option<String>,
+    /// The HTTP status code it stands for (410 for an expired resourceVersion).
     #[prost(int32, optional, tag = "6")]
     pub code: Option<i32>,
 }
