@@ -87,7 +87,7 @@ impl PatchType {
 pub struct Patch {
     /// Strategic merge or JSON merge.
     pub patch_type: PatchType,
-    /// The body.
+    /// The patch document, in `patch_type`'s format.
     pub body: serde_json::Value,
 }
 
@@ -159,7 +159,7 @@ pub struct WarningEvent {
     pub involved: ObjectReference,
     /// The reason, e.g. `OwnerRefInvalidNamespace`.
     pub reason: &'static str,
-    /// The message.
+    /// The message, for a person.
     pub message: String,
 }
 

@@ -54,7 +54,7 @@ pub struct WatchSource {
 /// Notifications from one watcher, in the order it saw them.
 #[derive(Clone, Debug)]
 pub struct WatchBatch {
-    /// The watcher.
+    /// The watcher that saw them.
     pub source: WatchSource,
     /// What it saw.
     pub notifications: Vec<Notification>,

@@ -497,7 +497,7 @@ pub struct ObjectReference {
     pub ty: ObjectType,
     /// The namespace (`Namespace::CLUSTER` for cluster-scoped).
     pub namespace: Namespace,
-    /// The name.
+    /// `metadata.name`.
     pub name: String,
     /// The UID.
     pub uid: Uid,

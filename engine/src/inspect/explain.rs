@@ -146,7 +146,7 @@ fn chain(
 /// One finalizer of an object being deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FinalizerExplained {
-    /// The finalizer.
+    /// The finalizer's name, e.g. `foregroundDeletion`.
     pub name: String,
     /// The collector's (`foregroundDeletion`, `orphan`): it removes it; otherwise another
     /// controller's, which must remove it itself.
