@@ -127,7 +127,8 @@ impl Controller {
         // Eight chunks of up to `--batch-size` notifications (32k objects by default) keep the
         // graph builder fed while it applies a batch; a deeper queue only held more decoded
         // metadata in memory ahead of the graph (64 chunks: 270 → 246 B of peak RSS per object
-        // at 1M objects, time and CPU unchanged; README, "End-to-end warm-up").
+        // at 1M objects, time and CPU unchanged; docs/performance-log.md, "A shorter queue ahead
+        // of the graph").
         let (tx, rx) = mpsc::channel::<WatcherMsg>(8);
         let graph_changes = Arc::new(GraphChanges::new());
         let attempt_to_delete = Arc::new(WorkQueue::new("garbage_collector_attempt_to_delete"));
