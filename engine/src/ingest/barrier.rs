@@ -23,6 +23,24 @@ use crate::sync::{Condvar, Mutex};
 #[cfg(not(kube_gc_loom))]
 const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
+/// Spins for up to [`SPIN`] until `done` returns true; returns whether it did. For a wait
+/// expected to end within microseconds, shorter than waking a sleeping thread.
+#[cfg(not(kube_gc_loom))]
+pub(crate) fn spin_until(mut done: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        for _ in 0..64 {
+            if done() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= SPIN {
+            return false;
+        }
+    }
+}
+
 /// A reusable barrier for a fixed number of threads (see the module docs).
 #[derive(Debug)]
 pub(crate) struct PhaseBarrier {
@@ -93,20 +111,13 @@ impl PhaseBarrier {
     /// released (not poisoned) meanwhile.
     #[cfg(not(kube_gc_loom))]
     fn spin_until_released(&self, generation: u64) -> bool {
-        let start = std::time::Instant::now();
-        loop {
-            for _ in 0..64 {
-                // A release moves the generation by one; poisoning sets it to `u64::MAX`.
-                let now = self.generation.load(Ordering::Acquire);
-                if now != generation {
-                    return now == generation + 1;
-                }
-                std::hint::spin_loop();
-            }
-            if start.elapsed() >= SPIN {
-                return false;
-            }
-        }
+        // A release moves the generation by one; poisoning sets it to `u64::MAX`.
+        let mut now = generation;
+        spin_until(|| {
+            now = self.generation.load(Ordering::Acquire);
+            now != generation
+        });
+        now == generation + 1
     }
 
     /// Loom explores the lock-and-wait path only: a spin loop would multiply the interleavings
