@@ -36,9 +36,9 @@
 //! [`Ingester::ingest`] takes `&mut self`: one batch at a time, one writer. A batch runs on the
 //! calling thread and the ingester's other threads (a pool kept across batches), all its
 //! phases in one call, the threads waiting for each other between phases at a barrier
-//! (`barrier.rs`); each thread owns a disjoint set of shards. Phase one holds read locks, phase two write locks, one shard at a
-//! time; workers reading the graph meanwhile see each shard either before or after its part of
-//! the batch.
+//! (`barrier.rs`); each thread owns a disjoint set of shards. Phase one holds read locks, phase
+//! two write locks, one shard at a time; workers reading the graph meanwhile see each shard
+//! either before or after its part of the batch.
 
 pub(crate) mod apply;
 mod barrier;
@@ -382,9 +382,8 @@ impl Ingester {
     /// that they can wait for each other at a barrier: `threads` is 1 or [`Ingester::threads`].
     ///
     /// The caller works rather than waits: handing the whole batch to the pool and sleeping
-    /// until it is done cost a wake-up of the caller per batch (about 50 µs on two cores, a
-    /// twentieth of a 4096-event batch), and kept a core's worth of threads for one that
-    /// only waited.
+    /// until it was done cost a wake-up of the caller per batch (about 50 µs on two cores, a
+    /// twentieth of a 4096-event batch), and a thread that only waited.
     fn run_on_threads<R: Send>(&self, threads: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
         #[cfg(kube_gc_loom)]
         return run_on_threads(threads, f);
