@@ -391,6 +391,12 @@ impl Ingester {
         match &self.pool {
             Some(pool) if threads > 1 => {
                 debug_assert_eq!(threads, pool.current_num_threads() + 1);
+                // Called from one of the pool's own threads, the parts would need one thread
+                // more than the pool has, and the first barrier would wait forever.
+                debug_assert!(
+                    pool.current_thread_index().is_none(),
+                    "Ingester::ingest called from its own pool"
+                );
                 let others: Vec<std::sync::Mutex<Option<R>>> =
                     (1..threads).map(|_| std::sync::Mutex::new(None)).collect();
                 let finished = std::sync::atomic::AtomicUsize::new(0);
