@@ -384,7 +384,11 @@ impl Ingester {
     /// The caller works rather than waits: handing the whole batch to the pool and sleeping
     /// until it was done cost a wake-up of the caller per batch (about 50 µs on two cores, a
     /// twentieth of a 4096-event batch), and a thread that only waited.
-    fn run_on_threads<R: Send>(&self, threads: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    fn run_on_threads<R: Send + Sync>(
+        &self,
+        threads: usize,
+        f: impl Fn(usize) -> R + Sync,
+    ) -> Vec<R> {
         #[cfg(kube_gc_loom)]
         return run_on_threads(threads, f);
         #[cfg(not(kube_gc_loom))]
@@ -397,34 +401,30 @@ impl Ingester {
                     pool.current_thread_index().is_none(),
                     "Ingester::ingest called from its own pool"
                 );
-                let others: Vec<std::sync::Mutex<Option<R>>> =
-                    (1..threads).map(|_| std::sync::Mutex::new(None)).collect();
-                let finished = std::sync::atomic::AtomicUsize::new(0);
+                let others: Vec<std::sync::OnceLock<R>> =
+                    (1..threads).map(|_| std::sync::OnceLock::new()).collect();
                 let first = pool.in_place_scope(|scope| {
                     for (i, slot) in others.iter().enumerate() {
-                        let (f, finished) = (&f, &finished);
+                        let f = &f;
                         scope.spawn(move |_| {
-                            let out = f(i + 1);
-                            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
-                            finished.fetch_add(1, std::sync::atomic::Ordering::Release);
+                            // Each part fills its own slot, once.
+                            let _ = slot.set(f(i + 1));
                         });
                     }
                     let first = f(0);
                     // The others are usually microseconds behind: spin for them, so that the
                     // scope's end (which sleeps until they are done) rarely has to.
-                    barrier::spin_until(|| {
-                        finished.load(std::sync::atomic::Ordering::Acquire) == threads - 1
-                    });
+                    barrier::spin_until(|| others.iter().all(|slot| slot.get().is_some()));
                     first
                 });
                 // The scope returned: every spawned part ran and filled its slot, or its panic
                 // was raised here.
                 std::iter::once(first)
-                    .chain(others.into_iter().map(|slot| {
-                        slot.into_inner()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .expect("the scope waits for every part")
-                    }))
+                    .chain(
+                        others
+                            .into_iter()
+                            .map(|slot| slot.into_inner().expect("the scope waits for every part")),
+                    )
                     .collect()
             }
             _ => vec![f(0)],
