@@ -132,10 +132,21 @@ impl ListStreamDecoder {
                     let Some(field) = self.take_field(wire_type, header, value)? else {
                         return Ok(None);
                     };
-                    if tag == 1 && wire_type == WireType::LengthDelimited {
-                        self.kind = Some(TypeMeta::decode(field)?.kind.unwrap_or_default());
+                    match (tag, wire_type) {
+                        (1, WireType::LengthDelimited) => {
+                            self.kind = Some(TypeMeta::decode(field)?.kind.unwrap_or_default());
+                        }
+                        // The content encoding, empty from the server: refused otherwise, as
+                        // `open_envelope` refuses it, rather than misread.
+                        (3, WireType::LengthDelimited) if !field.is_empty() => {
+                            return Err(WireError::Malformed(format!(
+                                "unsupported content encoding {:?}",
+                                String::from_utf8_lossy(&field)
+                            )));
+                        }
+                        // Field 4 (the content type) is empty from the server too.
+                        _ => {}
                     }
-                    // Fields 3 and 4 (content encoding and type) are empty from the server.
                 }
                 Position::List { remaining: 0 } => self.position = Position::Envelope,
                 Position::List { remaining } => {

@@ -9,6 +9,8 @@ use super::messages::{
 };
 use super::*;
 
+mod malformed_input;
+
 fn owner(name: &str, uid: &str, controller: Option<bool>, blocks: Option<bool>) -> OwnerReference {
     OwnerReference {
         api_version: Some("apps/v1".into()),
@@ -253,9 +255,14 @@ fn content_types_are_told_apart() {
 
 /// Every item and the page's metadata from the stream decoder, fed `chunk_len` bytes at a time.
 fn stream_decode(body: &[u8], chunk_len: usize) -> Result<ListPage, WireError> {
+    stream_decode_chunks(&body.chunks(chunk_len).collect::<Vec<_>>())
+}
+
+/// Every item and the page's metadata from the stream decoder, fed `chunks` one at a time.
+fn stream_decode_chunks(chunks: &[&[u8]]) -> Result<ListPage, WireError> {
     let mut decoder = ListStreamDecoder::new();
     let mut items = Vec::new();
-    for chunk in body.chunks(chunk_len) {
+    for chunk in chunks {
         decoder.push(chunk);
         while let Some(item) = decoder.next_item()? {
             items.push(item);
@@ -339,4 +346,23 @@ fn a_list_of_encoded_items_is_byte_for_byte_the_list() {
     let (head, tail) = list_body_around(&meta, halves.iter().map(Vec::len).sum());
     let [first, second] = halves;
     assert_eq!([head, first, second, tail].concat(), encode_list(&list));
+}
+
+#[test]
+fn a_compressed_list_is_refused_whole_and_streamed() {
+    let list = PartialObjectMetadataList { metadata: None, items: vec![full_meta(1, false)] };
+    let unknown = messages::Unknown {
+        type_meta: Some(messages::TypeMeta {
+            api_version: Some("meta.k8s.io/v1".into()),
+            kind: Some("PartialObjectMetadataList".into()),
+        }),
+        raw: Some(list.encode_to_vec().into()),
+        content_encoding: Some("gzip".into()),
+        content_type: None,
+    };
+    let mut body = MAGIC.to_vec();
+    body.extend(unknown.encode_to_vec());
+    let refused = |r: Result<_, WireError>| matches!(r, Err(WireError::Malformed(m)) if m.contains("content encoding"));
+    assert!(refused(decode_list(body.clone().into()).map(|_| ())));
+    assert!(refused(stream_decode(&body, 7).map(|_| ())));
 }
