@@ -137,7 +137,9 @@ impl ListStreamDecoder {
                             self.kind = Some(TypeMeta::decode(field)?.kind.unwrap_or_default());
                         }
                         // The content encoding, empty from the server: refused otherwise, as
-                        // `open_envelope` refuses it, rather than misread.
+                        // `open_envelope` refuses it. It comes after `raw`, so this error ends
+                        // a list already handed over; a compressed `raw` would not have parsed
+                        // as one, and the caller takes a list as whole only from `finish`.
                         (3, WireType::LengthDelimited) if !field.is_empty() => {
                             return Err(WireError::Malformed(format!(
                                 "unsupported content encoding {:?}",
