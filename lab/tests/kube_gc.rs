@@ -209,11 +209,9 @@ async fn both_wire_formats_collect_exactly_the_garbage_through_relists() {
         // The test's own calls meet the faults too: retried until the server has the delete
         // (a 404 means that an earlier try went through).
         eventually("the doomed owner is deleted", || async {
-            match cms.delete("doomed", &DeleteParams::background()).await {
-                Ok(_) => true,
-                Err(kube::Error::Api(status)) => status.code == 404,
-                Err(_) => false,
-            }
+            cms.delete("doomed", &DeleteParams::background())
+                .await
+                .map_or_else(|e| code(&e) == 404, |_| true)
         })
         .await;
         eventually("the doomed owner's pods are collected", || async {
