@@ -168,6 +168,13 @@ impl DependentsSet {
 }
 
 impl Dependents {
+    /// Asks the CPU to fetch the set's header, without waiting for it.
+    pub(crate) fn prefetch(&self) {
+        if let Some(set) = self.0.as_deref() {
+            crate::graph::prefetch(set);
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.0.as_deref().map_or(0, |set| set.entries.len())
     }

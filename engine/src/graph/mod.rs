@@ -134,6 +134,19 @@ pub(crate) struct Shard {
     names: Names,
 }
 
+/// Asks the CPU to fetch the cache line at `p` into every level, without waiting for it.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
+    // address; SSE is part of every x86_64 CPU.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 fn slot_of(chunks: &[Box<[Option<Node>]>], slot: u32) -> &Option<Node> {
     let slot = slot as usize;
     &chunks[slot / SLAB_CHUNK][slot % SLAB_CHUNK]
@@ -154,14 +167,21 @@ impl Shard {
         self.index.find(uid.hash64(), |&s| node_in(chunks, s).uid == uid).copied()
     }
 
-    /// Looks up each of `uids`, one right after the other, and forgets the answers: warms the
-    /// caches with the index entries and nodes a walk of a batch is about to read. A walk does
-    /// an event's work between two lookups, so each lookup waits for its own cache misses
-    /// (a few hundred nanoseconds each in a graph of millions); lookups with nothing between
-    /// them are independent, and the CPU overlaps their misses.
+    /// Looks up each of `uids`, one right after the other, and asks for what the walk of a
+    /// batch will read next: warms the caches with the index entries and nodes, then, for each
+    /// node found, prefetches its name's bytes and its dependents set's header. A walk does an
+    /// event's work between two lookups, so each lookup waits for its own cache misses (a few
+    /// hundred nanoseconds each in a graph of millions); lookups with nothing between them are
+    /// independent, and the CPU overlaps their misses. The name and the set are only known once
+    /// the node has arrived, so they are prefetched, which does not wait: loading them here
+    /// instead cost more than it saved (docs/performance-log.md).
     pub(crate) fn warm(&self, uids: impl Iterator<Item = Uid>) {
         for uid in uids {
-            std::hint::black_box(self.find(uid));
+            if let Some(slot) = self.find(uid) {
+                let node = node_in(&self.chunks, slot);
+                self.names.prefetch(node.name);
+                node.dependents.prefetch();
+            }
         }
     }
 

@@ -177,6 +177,15 @@ impl Names {
         self.chunks.len() - 1
     }
 
+    /// Asks the CPU to fetch the bytes of the name at `id`, without waiting for them.
+    pub(crate) fn prefetch(&self, id: NameId) {
+        if !id.is_relative()
+            && let Some(text) = self.chunks.get(id.chunk())
+        {
+            crate::graph::prefetch(text.as_bytes().as_ptr().wrapping_add(id.offset()));
+        }
+    }
+
     /// The name stored at `id`, which [`Names::store`] returned (not a relative id).
     pub(crate) fn get(&self, id: NameId) -> &str {
         debug_assert!(!id.is_relative(), "a relative id is read with get_relative");
