@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource: list + watch,
-//!      │                 decoded by lean_meta.rs to what the engine keeps)
+//!      │                 by list_watch.rs's protobuf loop, decoded by kube_gc_wire; or with
+//!      │                 JSON by kube-rs's watcher, decoded by lean_meta.rs)
 //!      │                 │ WatchBatch (notifications)
 //!      │                 ▼
 //!      │           batcher.rs (coalesces all watchers' chunks and wakes for virtual deletes;

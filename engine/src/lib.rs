@@ -13,8 +13,12 @@
 //! [`Ingester`] ([`ingest`]), and queues what they call for on the collector's two
 //! [`WorkQueue`]s ([`queue`]); a worker runs [`collector`]'s decisions
 //! (`attempt_to_delete.rs`, `attempt_to_orphan.rs`), which reach the API through the
-//! [`Cluster`] trait (`collector/operations.rs`). Five files of this crate, from the
-//! builder to the call.
+//! [`Cluster`] trait (`collector/operations.rs`). From the builder to the call the event
+//! crosses twelve files of this crate: `builder/` (`mod.rs`, `store.rs`), `ingest/` (`mod.rs`
+//! and its phases `prepare.rs`, `diff.rs`, `apply.rs`), `collector/mod.rs` (which queues what
+//! a batch found, and runs the workers' loop), `queue/` (`mod.rs`, `state.rs`,
+//! `get_future.rs`), `collector/attempt_to_delete.rs` and `collector/operations.rs`; the
+//! README's "Layout" has the whole path.
 //!
 //! - [`Graph`] holds the nodes (objects and virtual owners) and their owner/dependent edges;
 //!   [`Ingester`] applies batches of [`Event`]s to it in parallel phases, and
@@ -35,6 +39,9 @@
 //!                     attemptToDelete / attemptToOrphan queues ──► collector ──► Cluster
 //! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// Two exceptions, each allowed where it is and argued there: `graph::prefetch` (a CPU hint)
+// and, under loom only, the lifetime of `loom_support`'s borrowed jobs.
+#![deny(unsafe_code)]
 
 pub(crate) mod sync;
 

@@ -40,6 +40,7 @@ pub(crate) fn run_on_threads<R: Send>(threads: usize, f: impl Fn(usize) -> R + S
             // or loom itself fails the execution (a deadlock, a join that panics), loom ends
             // that execution and never resumes any of its threads again, so no thread can run
             // after the borrowed data is gone. Only the lifetime changes.
+            #[allow(unsafe_code)]
             let job: Box<dyn FnOnce() + 'static> = unsafe { std::mem::transmute(job) };
             loom::thread::spawn(job)
         })

@@ -136,6 +136,7 @@ pub(crate) struct Shard {
 
 /// Asks the CPU to fetch the cache line at `p` into every level, without waiting for it.
 #[inline(always)]
+#[allow(unsafe_code)]
 pub(crate) fn prefetch<T>(p: *const T) {
     // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
     // address; SSE is part of every x86_64 CPU.
