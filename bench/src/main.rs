@@ -262,23 +262,28 @@ fn warmup(args: &WarmupArgs) -> Result<(), String> {
     let bpo = eng.bytes as f64 / n as f64;
     let base_bpo = (!args.no_baseline).then(|| base.bytes as f64 / n as f64);
     let peak = peak.max(Rss::now().peak);
+    // User CPU (all threads) per event, in microseconds: the cost that caps the rate once every
+    // core is busy.
+    let cpu_per_event = |user: &[f64]| median(user.to_vec()) * 1e6 / n as f64;
 
     println!(
-        "engine:   {rate:>12.0} events/s (median of {}), {bpo:.1} B/object, {:.2} allocations/event, peak RSS during its runs {:.0} MiB, cpu user {:.2} s sys {:.2} s",
+        "engine:   {rate:>12.0} events/s (median of {}), {bpo:.1} B/object, {:.2} allocations/event, peak RSS during its runs {:.0} MiB, cpu user {:.2} s sys {:.2} s ({:.2} µs user an event)",
         args.runs,
         eng.calls as f64 / n as f64,
         mib(eng.peak_rss),
         median(eng.user.clone()),
-        median(eng.sys.clone())
+        median(eng.sys.clone()),
+        cpu_per_event(&eng.user)
     );
     if let (Some(b), Some(bb)) = (base_rate, base_bpo) {
         println!(
-            "baseline: {b:>12.0} events/s (median of {}), {bb:.1} B/object, {:.2} allocations/event, peak RSS during its runs {:.0} MiB, cpu user {:.2} s sys {:.2} s",
+            "baseline: {b:>12.0} events/s (median of {}), {bb:.1} B/object, {:.2} allocations/event, peak RSS during its runs {:.0} MiB, cpu user {:.2} s sys {:.2} s ({:.2} µs user an event)",
             args.runs,
             base.calls as f64 / n as f64,
             mib(base.peak_rss),
             median(base.user.clone()),
-            median(base.sys.clone())
+            median(base.sys.clone()),
+            cpu_per_event(&base.user)
         );
     }
     if let Some(ratio) = ratio {
@@ -327,6 +332,8 @@ fn warmup(args: &WarmupArgs) -> Result<(), String> {
             "engine_cpu_sys_secs": median(eng.sys.clone()),
             "baseline_cpu_user_secs": (!args.no_baseline).then(|| median(base.user.clone())),
             "baseline_cpu_sys_secs": (!args.no_baseline).then(|| median(base.sys.clone())),
+            "engine_cpu_user_us_per_event": cpu_per_event(&eng.user),
+            "baseline_cpu_user_us_per_event": (!args.no_baseline).then(|| cpu_per_event(&base.user)),
             "engine_run_secs": eng.secs,
             "baseline_run_secs": base.secs,
             "attempt_to_delete": eng.attempt_to_delete,
