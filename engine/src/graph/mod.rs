@@ -178,8 +178,7 @@ impl Shard {
     /// instead cost more than it saved (docs/performance-log.md).
     pub(crate) fn warm(&self, uids: impl Iterator<Item = Uid>) {
         for uid in uids {
-            if let Some(slot) = self.find(uid) {
-                let node = node_in(&self.chunks, slot);
+            if let Some(node) = self.get(uid) {
                 self.names.prefetch(node.name);
                 node.dependents.prefetch();
             }
