@@ -262,28 +262,30 @@ fn warmup(args: &WarmupArgs) -> Result<(), String> {
     let bpo = eng.bytes as f64 / n as f64;
     let base_bpo = (!args.no_baseline).then(|| base.bytes as f64 / n as f64);
     let peak = peak.max(Rss::now().peak);
+    let eng_user = median(eng.user.clone());
+    let base_user = (!args.no_baseline).then(|| median(base.user.clone()));
     // User CPU (all threads) per event, in microseconds: the cost that caps the rate once every
     // core is busy.
-    let cpu_per_event = |user: &[f64]| median(user.to_vec()) * 1e6 / n as f64;
+    let cpu_per_event = |user_secs: f64| user_secs * 1e6 / n as f64;
 
     println!(
         "engine:   {rate:>12.0} events/s (median of {}), {bpo:.1} B/object, {:.2} allocations/event, peak RSS during its runs {:.0} MiB, cpu user {:.2} s sys {:.2} s ({:.2} µs user an event)",
         args.runs,
         eng.calls as f64 / n as f64,
         mib(eng.peak_rss),
-        median(eng.user.clone()),
+        eng_user,
         median(eng.sys.clone()),
-        cpu_per_event(&eng.user)
+        cpu_per_event(eng_user)
     );
-    if let (Some(b), Some(bb)) = (base_rate, base_bpo) {
+    if let (Some(b), Some(bb), Some(base_user)) = (base_rate, base_bpo, base_user) {
         println!(
             "baseline: {b:>12.0} events/s (median of {}), {bb:.1} B/object, {:.2} allocations/event, peak RSS during its runs {:.0} MiB, cpu user {:.2} s sys {:.2} s ({:.2} µs user an event)",
             args.runs,
             base.calls as f64 / n as f64,
             mib(base.peak_rss),
-            median(base.user.clone()),
+            base_user,
             median(base.sys.clone()),
-            cpu_per_event(&base.user)
+            cpu_per_event(base_user)
         );
     }
     if let Some(ratio) = ratio {
@@ -328,12 +330,12 @@ fn warmup(args: &WarmupArgs) -> Result<(), String> {
             "baseline_peak_rss_bytes": (!args.no_baseline).then_some(base.peak_rss),
             "engine_allocations_per_event": eng.calls as f64 / n as f64,
             "baseline_allocations_per_event": (!args.no_baseline).then(|| base.calls as f64 / n as f64),
-            "engine_cpu_user_secs": median(eng.user.clone()),
+            "engine_cpu_user_secs": eng_user,
             "engine_cpu_sys_secs": median(eng.sys.clone()),
-            "baseline_cpu_user_secs": (!args.no_baseline).then(|| median(base.user.clone())),
+            "baseline_cpu_user_secs": base_user,
             "baseline_cpu_sys_secs": (!args.no_baseline).then(|| median(base.sys.clone())),
-            "engine_cpu_user_us_per_event": cpu_per_event(&eng.user),
-            "baseline_cpu_user_us_per_event": (!args.no_baseline).then(|| cpu_per_event(&base.user)),
+            "engine_cpu_user_us_per_event": cpu_per_event(eng_user),
+            "baseline_cpu_user_us_per_event": base_user.map(cpu_per_event),
             "engine_run_secs": eng.secs,
             "baseline_run_secs": base.secs,
             "attempt_to_delete": eng.attempt_to_delete,
