@@ -93,3 +93,98 @@ fn uid_maps_hash_by_the_uids_own_mix() {
         assert_eq!(set.contains(uid), i % 2 == 1, "#{i}");
     }
 }
+
+/// What `parse_canonical_uuid` must return, written the obvious way, a byte at a time.
+fn canonical_uuid_reference(text: &[u8]) -> Option<(u64, u64)> {
+    if text.len() != 36 {
+        return None;
+    }
+    let mut value: u128 = 0;
+    for (i, &c) in text.iter().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            if c != b'-' {
+                return None;
+            }
+            continue;
+        }
+        let digit = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => return None,
+        };
+        value = value << 4 | u128::from(digit);
+    }
+    Some(((value >> 64) as u64, value as u64))
+}
+
+fn canonical_text(value: u128) -> Vec<u8> {
+    format_uuid((value >> 64) as u64, value as u64).into_bytes()
+}
+
+/// The word-at-a-time parser against the byte-at-a-time reference, at every byte value in
+/// every position of UUIDs that hold every digit, and at pairs of neighbouring bytes taken
+/// from each range's edges (where a carry from one byte into the next would show).
+#[test]
+fn canonical_uuid_parser_agrees_with_the_reference_at_every_byte() {
+    let bases = [
+        0,
+        u128::MAX,
+        0x0123_4567_89ab_cdef_0123_4567_89ab_cdef,
+        0xfedc_ba98_7654_3210_fedc_ba98_7654_3210,
+        0x910a_2dec_8902_4cc1_beeb_8da1_658e_ec67,
+    ];
+    let edges = [
+        0x00, 0x2f, b'0', b'9', 0x3a, b'A', b'F', 0x60, b'a', b'f', 0x67, 0x7f, 0x80, 0xc3, 0xff,
+        b'-',
+    ];
+    for base in bases {
+        let text = canonical_text(base);
+        let value = Some(((base >> 64) as u64, base as u64));
+        assert_eq!(parse_canonical_uuid(&text), value, "{base:032x}");
+        for i in 0..text.len() {
+            for byte in 0..=255u8 {
+                let mut t = text.clone();
+                t[i] = byte;
+                assert_eq!(parse_canonical_uuid(&t), canonical_uuid_reference(&t), "{t:?}");
+            }
+            for (a, b) in edges.iter().flat_map(|&a| edges.iter().map(move |&b| (a, b))) {
+                let mut t = text.clone();
+                t[i] = a;
+                if let Some(next) = t.get_mut(i + 1) {
+                    *next = b;
+                }
+                assert_eq!(parse_canonical_uuid(&t), canonical_uuid_reference(&t), "{t:?}");
+            }
+        }
+        for len in [0, 35, 37] {
+            let t: Vec<u8> = text.iter().copied().cycle().take(len).collect();
+            assert_eq!(parse_canonical_uuid(&t), None, "length {len}");
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Any 36 bytes, most of them near the digits' ranges, parse as the reference parses them;
+    /// any value's canonical text parses back to it.
+    #[test]
+    fn canonical_uuid_parser_agrees_with_the_reference(
+        value in proptest::prelude::any::<u128>(),
+        edits in proptest::collection::vec(
+            (0usize..36, proptest::prop_oneof![
+                proptest::sample::select(b"0123456789abcdefABCDEFgG/:`@-\x00\x7f\x80\xff".to_vec()),
+                proptest::prelude::any::<u8>(),
+            ]),
+            0..4,
+        ),
+    ) {
+        let mut text = canonical_text(value);
+        proptest::prop_assert_eq!(
+            parse_canonical_uuid(&text),
+            Some(((value >> 64) as u64, value as u64))
+        );
+        for (i, byte) in edits {
+            text[i] = byte;
+        }
+        proptest::prop_assert_eq!(parse_canonical_uuid(&text), canonical_uuid_reference(&text));
+    }
+}
