@@ -2,6 +2,7 @@
 //! [`ObjectType`](super::ObjectType) (apiVersion and kind strings, and their pairs) and
 //! [`Namespace`](super::Namespace): append-only tables whose strings live for the process.
 
+use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 use parking_lot::RwLock;
@@ -19,7 +20,7 @@ struct InternerInner {
 }
 
 /// A thread's copy of the ids it already looked up, so that ingest threads intern the same few
-/// apiVersions, kinds and namespaces without touching the shared lock.
+/// namespaces without touching the shared lock.
 pub(super) type LocalIds = std::cell::RefCell<hashbrown::HashMap<&'static str, u32>>;
 
 impl Interner {
@@ -106,10 +107,37 @@ impl Interner {
 }
 
 thread_local! {
-    pub(super) static LOCAL_TYPE_IDS: LocalIds = LocalIds::default();
-    pub(super) static LOCAL_TYPE_PAIRS: std::cell::RefCell<hashbrown::HashMap<(u32, u32), u32>> =
+    pub(super) static LOCAL_TYPES: std::cell::RefCell<LocalTypes> =
         std::cell::RefCell::default();
     pub(super) static LOCAL_NAMESPACE_IDS: LocalIds = LocalIds::default();
+}
+
+/// A thread's copy of the types it already interned, keyed by the (apiVersion, kind) text
+/// itself: one probe answers what would otherwise take three (each string's id, then the
+/// pair's), and ingestion interns a type for nearly every owner reference.
+#[derive(Default)]
+pub(super) struct LocalTypes {
+    hasher: hashbrown::DefaultHashBuilder,
+    types: hashbrown::HashTable<(&'static str, &'static str, ObjectType)>,
+}
+
+impl LocalTypes {
+    pub(super) fn get(&self, api_version: &str, kind: &str) -> Option<ObjectType> {
+        let hash = self.hasher.hash_one((api_version, kind));
+        self.types.find(hash, |&(a, k, _)| a == api_version && k == kind).map(|&(_, _, ty)| ty)
+    }
+
+    /// Remembers `ty`, whose strings are `api_version` and `kind` (interned: they live for the
+    /// process), unless it is remembered already.
+    pub(super) fn insert(&mut self, api_version: &'static str, kind: &'static str, ty: ObjectType) {
+        if self.get(api_version, kind).is_some() {
+            return;
+        }
+        let hasher = &self.hasher;
+        let hash = hasher.hash_one((api_version, kind));
+        self.types
+            .insert_unique(hash, (api_version, kind, ty), |&(a, k, _)| hasher.hash_one((a, k)));
+    }
 }
 
 pub(super) fn uid_interner() -> &'static Interner {

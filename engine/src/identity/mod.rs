@@ -39,8 +39,7 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use self::interner::{
-    LOCAL_NAMESPACE_IDS, LOCAL_TYPE_IDS, LOCAL_TYPE_PAIRS, namespace_interner, type_interner,
-    type_pairs, uid_interner,
+    LOCAL_NAMESPACE_IDS, LOCAL_TYPES, namespace_interner, type_interner, type_pairs, uid_interner,
 };
 
 mod interner;
@@ -395,15 +394,15 @@ impl ObjectType {
     }
 
     fn intern(api_version: &str, kind: &str, max: usize) -> Option<ObjectType> {
-        let strings = type_interner();
-        let av = strings.intern_cached_bounded(&LOCAL_TYPE_IDS, api_version, max)?;
-        let k = strings.intern_cached_bounded(&LOCAL_TYPE_IDS, kind, max)?;
-        if let Some(id) = LOCAL_TYPE_PAIRS.with(|l| l.borrow().get(&(av, k)).copied()) {
-            return Some(ObjectType(id));
+        if let Some(ty) = LOCAL_TYPES.with(|l| l.borrow().get(api_version, kind)) {
+            return Some(ty);
         }
-        let id = type_pairs().intern(av, k, max)?;
-        LOCAL_TYPE_PAIRS.with(|l| l.borrow_mut().insert((av, k), id));
-        Some(ObjectType(id))
+        let strings = type_interner();
+        let av = strings.intern_bounded(api_version, max)?;
+        let k = strings.intern_bounded(kind, max)?;
+        let ty = ObjectType(type_pairs().intern(av, k, max)?);
+        LOCAL_TYPES.with(|l| l.borrow_mut().insert(strings.resolve(av), strings.resolve(k), ty));
+        Some(ty)
     }
 
     /// The apiVersion, as `group/version` or `version` for the core group.

@@ -188,3 +188,16 @@ proptest::proptest! {
         proptest::prop_assert_eq!(parse_canonical_uuid(&text), canonical_uuid_reference(&text));
     }
 }
+
+#[test]
+fn a_type_is_the_same_from_every_thread_and_its_two_strings_stay_apart() {
+    let here = ObjectType::new("split.example/v1", "Kind");
+    assert_eq!(ObjectType::new("split.example/v1", "Kind"), here, "from this thread's copy");
+    let there = std::thread::spawn(|| ObjectType::new("split.example/v1", "Kind")).join().unwrap();
+    assert_eq!(there, here, "from another thread, which had no copy");
+    // The same characters split differently are another type, on a thread that knows both.
+    let other = ObjectType::new("split.example/v1K", "ind");
+    assert_ne!(other, here);
+    assert_eq!((other.api_version(), other.kind()), ("split.example/v1K", "ind"));
+    assert_eq!(ObjectType::new("split.example/v1", "Kind"), here);
+}
