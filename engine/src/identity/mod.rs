@@ -327,10 +327,11 @@ fn parse_canonical_uuid(text: &[u8]) -> Option<(u64, u64)> {
 /// The value of the eight hex digits in `w` (the first in its most significant byte), and a
 /// word that is zero only if every byte is a lowercase hex digit.
 ///
-/// Byte-wise arithmetic in one word: each byte is first checked to be below 0x80, so that
-/// adding at most 0x50 to it never carries into its neighbour; then a byte is a digit when
-/// `+ 0x50` sets its high bit (it is at least `'0'`) and `+ 0x46` does not (it is below
-/// `':'`), a letter likewise between `'a'` and `'f'`. A digit's value is its low nibble, a
+/// Byte-wise arithmetic in one word. A byte of 0x80 or more makes `bad` non-zero whatever
+/// the others compute, so the rest may take every byte to be below 0x80, where adding at most
+/// 0x50 never carries into the next byte. Then a byte is a digit when `+ 0x50` sets its high
+/// bit (it is at least `'0'`) and `+ 0x46` does not (it is below `':'`), a letter likewise
+/// between `'a'` and `'f'`. A digit's value is its low nibble, a
 /// letter's its low nibble plus 9 (letters, unlike digits, have bit 6 set). The nibbles
 /// are then packed pairwise into bytes, bytes into halves, halves into the value.
 fn hex8(w: u64) -> (u64, u64) {
