@@ -534,6 +534,66 @@ fn orphaning_failure_keeps_the_finalizer_and_requeues() {
     assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none());
 }
 
+/// Beyond upstream (see `OrphanedOwners`): the owner is remembered as orphaned before the patch
+/// that removes its `orphan` finalizer is served, since the API server may delete it the moment
+/// the patch applies; and forgotten when the patch fails (the owner stays).
+#[test]
+fn an_orphaned_owner_is_remembered_before_its_finalizer_goes_and_forgotten_if_it_stays() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    env.create(&pods(), object(&pods(), "pa", "pau", vec![owner_ref(&rcs, "rc1", "rcu", None)]));
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    let orphaned = Arc::clone(env.gc.orphaned_owners());
+    let removals = Arc::new(AtomicUsize::new(0));
+    let remembered_at_removal = Arc::new(AtomicUsize::new(0));
+    let (count, remembered) = (removals.clone(), remembered_at_removal.clone());
+    env.cluster.on_call(move |_, call| {
+        if call.verb() != Verb::Patch || call.name != "rc1" {
+            return None;
+        }
+        remembered.fetch_add(usize::from(orphaned.contains(Uid::parse("rcu"))), Ordering::SeqCst);
+        // The first removal fails.
+        (count.fetch_add(1, Ordering::SeqCst) == 0)
+            .then(|| ClusterError::Other { code: 500, message: String::new() })
+    });
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Requeue);
+    assert_eq!(remembered_at_removal.load(Ordering::SeqCst), 1, "not remembered before the patch");
+    assert!(!env.gc.orphaned_owners().contains(Uid::parse("rcu")), "remembered, yet it stays");
+    assert_eq!(env.cluster.object(&rcs, "ns1", "rc1").unwrap().finalizers, ["orphan"]);
+
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    assert_eq!(removals.load(Ordering::SeqCst), 2);
+    assert_eq!(remembered_at_removal.load(Ordering::SeqCst), 2, "not remembered before the patch");
+    assert!(env.gc.orphaned_owners().contains(Uid::parse("rcu")));
+    assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none());
+}
+
+/// A dependent checked against the orphaned owners before its owner's orphaning finished, and
+/// whose owner is gone by the time it is read (the orphaning removed the finalizer meanwhile),
+/// is kept and retried, then orphaned: never collected. Here the orphaning's two steps (remember
+/// the owner, then the API server deletes it) happen inside the dependent's GET of its owner.
+#[test]
+fn an_owner_orphaned_while_its_dependent_is_decided_leaves_the_dependent_orphaned() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    env.create(&pods(), object(&pods(), "pb", "pbu", vec![owner_ref(&rcs, "rc1", "rcu", None)]));
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    let orphaned = Arc::clone(env.gc.orphaned_owners());
+    env.cluster.on_call(move |cluster, call| {
+        if call.verb() == Verb::Get && call.name == "rc1" && !orphaned.contains(Uid::parse("rcu")) {
+            orphaned.record(Uid::parse("rcu"));
+            cluster.delete_object(&replication_controllers(), "ns1", "rc1");
+        }
+        None
+    });
+    assert_eq!(env.work("pbu"), Outcome::Requeue, "decided on an owner orphaned meanwhile");
+    let pb = env.cluster.object(&pods(), "ns1", "pb").expect("collected, not orphaned");
+    assert_eq!(pb.owner_references.len(), 1);
+    assert_eq!(env.work("pbu"), Outcome::Forget);
+    let pb = env.cluster.object(&pods(), "ns1", "pb").expect("collected, not orphaned");
+    assert!(pb.owner_references.is_empty(), "{pb:?}");
+}
+
 /// Custom resources do not support strategic merge patches (415): the reference removal falls
 /// back to a JSON merge patch of the remaining references, built from the version the decision
 /// read (owners and resourceVersion together), without reading the object again.

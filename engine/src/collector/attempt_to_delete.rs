@@ -226,6 +226,16 @@ impl<C: Cluster> Collector<C> {
         };
         let c = self.classify_references(classified_as, &owners).await?;
         tracing::trace!(item = %identity, solid = ?c.solid, dangling = ?c.dangling, waiting = ?c.waiting_for_dependents_deletion, "classify item's references");
+        if c.dangling.iter().any(|o| self.orphaned.contains(o.uid)) {
+            // An owner found absent that this collector orphaned after the check above: its
+            // orphaning removed its finalizer while this item was being decided. Keep the item
+            // and retry; the next attempt removes the reference, as the orphaning would have.
+            // (The orphaning remembers the owner before removing the finalizer, so an owner
+            // found absent this way is always remembered by now.)
+            return Err(ItemError::Other(format!(
+                "an owner of {identity} was orphaned while it was being decided"
+            )));
+        }
 
         if !c.solid.is_empty() {
             tracing::debug!(item = %identity, "item has at least one existing owner, will not garbage collect");

@@ -60,12 +60,16 @@ impl<C: Cluster> Collector<C> {
             tracing::warn!(owner = %owner.identity, error = %e, "orphanDependents failed");
             return Outcome::Requeue;
         }
+        // Remembered before the finalizer goes, not after: the owner can vanish the moment the
+        // API server applies the removal, and a worker that then finds it absent (by a GET or
+        // through its delete event) must find it here too, or it collects the dependents the
+        // graph did not hold yet instead of orphaning them (see `OrphanedOwners`). Forgotten if
+        // the removal fails: the owner stays, and the next attempt reads it live again.
+        self.orphaned.record(owner.identity.uid);
         match self.remove_finalizer(&owner.identity, FINALIZER_ORPHAN).await {
-            Ok(()) => {
-                self.orphaned.record(owner.identity.uid);
-                Outcome::Forget
-            }
+            Ok(()) => Outcome::Forget,
             Err(e) => {
+                self.orphaned.forget(owner.identity.uid);
                 tracing::warn!(owner = %owner.identity, error = %e, "removeOrphanFinalizer failed");
                 Outcome::Requeue
             }

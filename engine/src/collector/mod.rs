@@ -234,7 +234,7 @@ pub struct Collector<C> {
     /// Items whose graph copy a write found stale (409): their next decision reads them live.
     stale_copies: Mutex<std::collections::HashSet<NodeKey>>,
     /// Owners this collector orphaned, whose late-seen dependents keep living.
-    orphaned: OrphanedOwners,
+    orphaned: Arc<OrphanedOwners>,
     /// Virtual owners waiting for a proof list.
     proofs: Mutex<absence_proofs::Proofs>,
     /// The last error of each item being retried (bounded), for `inspect::explain`.
@@ -279,7 +279,7 @@ impl<C: Cluster> Collector<C> {
             deferred_orphans: Mutex::default(),
             inflight: Mutex::default(),
             stale_copies: Mutex::default(),
-            orphaned: OrphanedOwners::new(orphaned_owners::DEFAULT_CAPACITY),
+            orphaned: Arc::new(OrphanedOwners::new(orphaned_owners::DEFAULT_CAPACITY)),
             proofs: Mutex::new(absence_proofs::Proofs::new()),
             last_errors: Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(LAST_ERRORS).expect("non-zero"),
@@ -302,7 +302,7 @@ impl<C: Cluster> Collector<C> {
     /// [`orphaned_owners::DEFAULT_CAPACITY`], 0 for upstream's behaviour).
     #[must_use]
     pub fn with_orphaned_owners_capacity(mut self, capacity: usize) -> Self {
-        self.orphaned = OrphanedOwners::new(capacity);
+        self.orphaned = Arc::new(OrphanedOwners::new(capacity));
         self
     }
 
@@ -312,8 +312,9 @@ impl<C: Cluster> Collector<C> {
         self.last_errors.lock().peek(&uid).cloned()
     }
 
-    /// The owners this collector orphaned.
-    pub fn orphaned_owners(&self) -> &OrphanedOwners {
+    /// The owners this collector orphaned (shared: a test's cluster can look at it while a
+    /// call is being served).
+    pub fn orphaned_owners(&self) -> &Arc<OrphanedOwners> {
         &self.orphaned
     }
 

@@ -12,6 +12,14 @@
 //! instead of being collected. UIDs are never reused, so a reference to a remembered UID can only
 //! mean the owner that was orphaned. Forgetting (eviction, a restart) falls back to upstream's
 //! behaviour, never to another write.
+//!
+//! The orphaning and a dependent's decision run on different workers, so the order matters.
+//! The orphaning remembers the owner *before* its finalizer-removal patch is sent, and forgets
+//! it if the patch fails. A dependent's decision checks the memory first; once it has classified
+//! the owners, it checks again for any owner it found absent, and keeps and retries the
+//! dependent if that owner is now remembered. Whatever the interleaving, an owner found absent
+//! because its orphaning removed the finalizer is already remembered. The dependent is never
+//! collected for it: the first check or the retry removes the reference.
 
 use lru::LruCache;
 
@@ -54,6 +62,11 @@ impl OrphanedOwners {
         while entries.len() > self.capacity {
             entries.pop_lru();
         }
+    }
+
+    /// Stops remembering the owner `uid` (its orphaning did not finish).
+    pub fn forget(&self, uid: Uid) {
+        self.entries.lock().pop(&uid);
     }
 
     /// Whether the owner `uid` was orphaned by the collector (and is still remembered).
