@@ -64,7 +64,10 @@ impl<C: Cluster> Collector<C> {
         // API server applies the removal, and a worker that then finds it absent (by a GET or
         // through its delete event) must find it here too, or it collects the dependents the
         // graph did not hold yet instead of orphaning them (see `OrphanedOwners`). Forgotten if
-        // the removal fails: the owner stays, and the next attempt reads it live again.
+        // the removal fails: the owner most likely stays, and the next attempt reads it live
+        // again. Were the patch applied and only its answer lost, forgetting falls back to
+        // upstream's behaviour; keeping the owner could orphan the dependents of an owner the
+        // user has since deleted with another policy, a write upstream would not make.
         self.orphaned.record(owner.identity.uid);
         match self.remove_finalizer(&owner.identity, FINALIZER_ORPHAN).await {
             Ok(()) => Outcome::Forget,
