@@ -39,23 +39,13 @@ impl Interner {
         local: &'static std::thread::LocalKey<LocalIds>,
         text: &str,
     ) -> u32 {
-        self.intern_cached_bounded(local, text, usize::MAX).expect("no cap")
-    }
-
-    /// `intern_bounded`, answered from `local` when this thread saw `text` before.
-    pub(super) fn intern_cached_bounded(
-        &self,
-        local: &'static std::thread::LocalKey<LocalIds>,
-        text: &str,
-        max: usize,
-    ) -> Option<u32> {
         if let Some(id) = local.with(|l| l.borrow().get(text).copied()) {
-            return Some(id);
+            return id;
         }
-        let id = self.intern_bounded(text, max)?;
+        let id = self.intern(text);
         let leaked = self.resolve(id);
         local.with(|l| l.borrow_mut().insert(leaked, id));
-        Some(id)
+        id
     }
 
     /// `intern`, unless `text` is new and `max` strings are interned already. The cap is
@@ -128,11 +118,9 @@ impl LocalTypes {
     }
 
     /// Remembers `ty`, whose strings are `api_version` and `kind` (interned: they live for the
-    /// process), unless it is remembered already.
+    /// process). Called only after [`LocalTypes::get`] missed on this thread, so never twice.
     pub(super) fn insert(&mut self, api_version: &'static str, kind: &'static str, ty: ObjectType) {
-        if self.get(api_version, kind).is_some() {
-            return;
-        }
+        debug_assert!(self.get(api_version, kind).is_none(), "{api_version} {kind} held already");
         let hasher = &self.hasher;
         let hash = hasher.hash_one((api_version, kind));
         self.types
