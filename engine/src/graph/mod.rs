@@ -185,6 +185,19 @@ impl Shard {
         }
     }
 
+    /// [`Shard::warm`] that also hands back what it found: the node of each of `uids`, in
+    /// order, for a caller that reads them while the shard cannot change (under its read
+    /// lock), so that each is looked up once rather than warmed and then found again.
+    pub(crate) fn get_all(&self, uids: impl Iterator<Item = Option<Uid>>) -> Vec<Option<&Node>> {
+        uids.map(|uid| {
+            let node = self.get(uid?)?;
+            self.names.prefetch(node.name);
+            node.dependents.prefetch();
+            Some(node)
+        })
+        .collect()
+    }
+
     /// The number of nodes.
     pub(crate) fn len(&self) -> usize {
         self.index.len()
@@ -216,20 +229,9 @@ impl Shard {
         &mut self.names
     }
 
-    /// Inserts or replaces the node with `node.uid`; its names must be in this shard's
-    /// [`Shard::names`].
-    pub(crate) fn insert(&mut self, node: Node) {
-        let slot = match self.find(node.uid) {
-            Some(slot) => slot,
-            None => self.index_new_slot(node.uid),
-        };
-        if let Some(replaced) = slot_mut(&mut self.chunks, slot).replace(node) {
-            replaced.release_names(&mut self.names);
-        }
-    }
-
     /// Inserts `node`, whose UID the shard does not hold (the caller has just looked it up
-    /// under the same write lock): [`Shard::insert`] without its lookup.
+    /// under the same write lock, so a second lookup here would only repeat the answer); its
+    /// names must be in this shard's [`Shard::names`].
     pub(crate) fn insert_absent(&mut self, node: Node) {
         debug_assert!(self.find(node.uid).is_none(), "{} is in the shard already", node.uid);
         let slot = self.index_new_slot(node.uid);

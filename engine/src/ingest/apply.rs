@@ -293,7 +293,8 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
                     let mut owner = Node::new_virtual(r.ty, dep_namespace, r.name, r.uid, names);
                     owner.insert_dependent(ev.uid, dep_namespace, refs, names);
                     em.emit(OutKind::Enqueue(Enqueue::VerifyVirtual(key(&owner))));
-                    shard.insert(owner);
+                    // Looked up just above, under the same write lock.
+                    shard.insert_absent(owner);
                 }
                 Some((owner, names)) => {
                     owner.insert_dependent(ev.uid, dep_namespace, refs, names);

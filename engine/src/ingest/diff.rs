@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 use super::event::EventType;
 use super::prepare::{Prepared, PreparedBatch};
 use super::rules::{self, RefView};
-use crate::graph::{Graph, Shard};
+use crate::graph::{Graph, Node, Shard};
 use crate::identity::{Namespace, ObjectType, Uid};
 
 /// Sub-step of the last part of an event's processing (processTransitions).
@@ -71,23 +71,41 @@ pub(crate) enum EdgeKind {
 enum Known<'x> {
     Absent,
     Virtual,
-    Observed {
-        ty: ObjectType,
-        namespace: Namespace,
-        name: &'x str,
-        owners: SmallVec<[RefView<'x>; 1]>,
-    },
+    Observed { ty: ObjectType, namespace: Namespace, name: &'x str, owners: KnownOwners<'x> },
 }
 
-fn known_from_graph<'x>(shard: &'x Shard, uid: Uid) -> Known<'x> {
-    match shard.get(uid) {
+/// An observed object's references as phase one knows them: read from the graph (converted
+/// from the node's form), or its latest event's own list, borrowed rather than copied (in a
+/// warm-up nearly every object is new, and the copy was most of what the phase did for it).
+#[derive(Clone, Debug)]
+enum KnownOwners<'x> {
+    Graph(SmallVec<[RefView<'x>; 1]>),
+    Event(&'x [RefView<'x>]),
+}
+
+impl<'x> std::ops::Deref for KnownOwners<'x> {
+    type Target = [RefView<'x>];
+
+    fn deref(&self) -> &[RefView<'x>] {
+        match self {
+            KnownOwners::Graph(owners) => owners,
+            KnownOwners::Event(owners) => owners,
+        }
+    }
+}
+
+/// What the graph says of a UID whose node (if any) is `node`.
+fn known_from_graph<'x>(shard: &'x Shard, node: Option<&'x Node>) -> Known<'x> {
+    match node {
         None => Known::Absent,
         Some(n) if n.is_virtual() => Known::Virtual,
         Some(n) => Known::Observed {
             ty: n.ty,
             namespace: n.namespace,
             name: n.name(shard.names()),
-            owners: n.owners.iter().map(|r| RefView::of_node(n, r, shard.names())).collect(),
+            owners: KnownOwners::Graph(
+                n.owners.iter().map(|r| RefView::of_node(n, r, shard.names())).collect(),
+            ),
         },
     }
 }
@@ -101,11 +119,12 @@ pub(crate) fn diff_shard<'x, 'e: 'x>(
     own: &[u32],
     out: &mut [Vec<EdgeOp>],
 ) {
-    shard.warm(own.iter().filter_map(|&seq| prepared.get(seq).map(|ev| ev.uid)));
+    // The shard does not change in this phase: what the lookups find now holds for the walk.
+    let nodes = shard.get_all(own.iter().map(|&seq| prepared.get(seq).map(|ev| ev.uid)));
     let mut known: HashMap<Uid, Known<'x>> = HashMap::with_capacity(own.len());
-    for &seq in own {
+    for (&seq, &node) in own.iter().zip(&nodes) {
         let Some(ev) = prepared.get(seq) else { continue };
-        let state = known.remove(&ev.uid).unwrap_or_else(|| known_from_graph(shard, ev.uid));
+        let state = known.remove(&ev.uid).unwrap_or_else(|| known_from_graph(shard, node));
         let mut sub = 0u32;
         let mut push = |owner: Uid, kind: EdgeKind, sub: &mut u32| {
             *sub += 1;
@@ -159,36 +178,31 @@ pub(crate) fn diff_shard<'x, 'e: 'x>(
                         };
                         push(r.uid, kind, &mut sub);
                     }
-                    Known::Observed {
-                        ty,
-                        namespace,
-                        name,
-                        owners: ev.owners.iter().copied().collect(),
-                    }
+                    Known::Observed { ty, namespace, name, owners: KnownOwners::Event(&ev.owners) }
                 }
             }
             (EventType::Add | EventType::Update, state) => {
                 // (a) a new node, or (b) on a virtual node (which has no owners): every
                 // reference is added. On the (b) path upstream adds only the last reference of
                 // each UID; the two differ only for repeated UIDs, applied alone (module docs).
-                let added: SmallVec<[RefView<'_>; 1]> = if matches!(state, Known::Virtual) {
-                    rules::references_diffs(&[], &ev.owners).added.into_iter().collect()
+                if matches!(state, Known::Virtual) {
+                    let added = rules::references_diffs(&[], &ev.owners).added;
+                    add_ops(ev, &added, ev.namespace, &mut sub, &mut push);
                 } else {
-                    ev.owners.iter().copied().collect()
-                };
-                add_ops(ev, &added, ev.namespace, &mut sub, &mut push);
+                    add_ops(ev, &ev.owners, ev.namespace, &mut sub, &mut push);
+                }
                 Known::Observed {
                     ty: ev.ty,
                     namespace: ev.namespace,
                     name: ev.name,
-                    owners: ev.owners.iter().copied().collect(),
+                    owners: KnownOwners::Event(&ev.owners),
                 }
             }
             (EventType::Delete, Known::Observed { ty, namespace, name, owners }) => {
                 let removed =
                     !ev.is_virtual || (ty == ev.ty && namespace == ev.namespace && name == ev.name);
                 if removed {
-                    for r in &owners {
+                    for r in owners.iter() {
                         let kind =
                             EdgeKind::Remove { dependent: ev.uid, check_deleting_dependents: true };
                         push(r.uid, kind, &mut sub);
