@@ -96,6 +96,27 @@ impl Parsed<'_> {
     fn empty(shards: usize) -> Self {
         Parsed { prepared: Vec::new(), own: vec![Vec::new(); shards] }
     }
+
+    /// No events yet, with room for `events` of them spread over `shards` shards.
+    fn with_capacity(events: usize, shards: usize) -> Self {
+        let per_shard = bucket_capacity(events, shards);
+        Parsed {
+            prepared: Vec::with_capacity(events),
+            own: (0..shards).map(|_| Vec::with_capacity(per_shard)).collect(),
+        }
+    }
+}
+
+/// Room for one shard's share of `items` spread over `shards` shards by UID: the mean, a
+/// quarter more and a few besides, which a uniform spread rarely exceeds. Grown from empty,
+/// the buckets of a warm-up's batches were reallocated four or five times each, which cost
+/// more instructions than the events' lookups in the graph (`scripts/bench-instructions`).
+/// None while there are fewer items than shards (a watch's trickle): most buckets stay empty.
+fn bucket_capacity(items: usize, shards: usize) -> usize {
+    match items / shards.max(1) {
+        0 => 0,
+        mean => mean + mean / 4 + 4,
+    }
 }
 
 /// What one thread returns from a batch.
@@ -201,8 +222,7 @@ impl Ingester {
             // Phase 0: parse this thread's chunk and bucket it by shard, in sequence order.
             let start = (t * chunk).min(events.len());
             let end = ((t + 1) * chunk).min(events.len());
-            let mut mine = Parsed::empty(shards);
-            mine.prepared.reserve_exact(end - start);
+            let mut mine = Parsed::with_capacity(end - start, shards);
             for (seq, e) in events.iter().enumerate().take(end).skip(start) {
                 match Prepared::parse(e) {
                     Ok(p) => {
@@ -226,11 +246,20 @@ impl Ingester {
             let prepared = PreparedBatch::new(&runs, chunk);
             // The events of each of this thread's shards, in sequence order (the chunks are).
             let own: Vec<(usize, Vec<u32>)> = owned_by(t)
-                .map(|s| (s, parsed.iter().flat_map(|p| p.own[s].iter().copied()).collect()))
+                .map(|s| {
+                    let mut own = Vec::with_capacity(parsed.iter().map(|p| p.own[s].len()).sum());
+                    for p in &parsed {
+                        own.extend_from_slice(&p.own[s]);
+                    }
+                    (s, own)
+                })
                 .collect();
 
-            // Phase 1: diff, by the shard of each event's UID.
-            let mut ops: Vec<Vec<EdgeOp>> = vec![Vec::new(); shards];
+            // Phase 1: diff, by the shard of each event's UID. (Most events add one edge, in
+            // its owner's shard.)
+            let mine: usize = own.iter().map(|(_, own)| own.len()).sum();
+            let mut ops: Vec<Vec<EdgeOp>> =
+                (0..shards).map(|_| Vec::with_capacity(bucket_capacity(mine, shards))).collect();
             for (s, own) in &own {
                 if !own.is_empty() {
                     let shard = graph.read_shard(*s);
@@ -245,7 +274,8 @@ impl Ingester {
                 edge_ops.iter().map(RwLock::read).collect();
             for (s, own) in &own {
                 let s = *s;
-                let mut steps: Vec<Step<'_>> = Vec::new();
+                let edges: usize = ops.iter().map(|from| from[s].len()).sum();
+                let mut steps: Vec<Step<'_>> = Vec::with_capacity(own.len() + edges);
                 for &seq in own {
                     steps.push(Step::Main(seq));
                     let ev = prepared.get(seq).expect("bucketed events parsed");
