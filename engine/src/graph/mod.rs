@@ -178,10 +178,7 @@ impl Shard {
     /// instead cost more than it saved (docs/performance-log.md).
     pub(crate) fn warm(&self, uids: impl Iterator<Item = Uid>) {
         for uid in uids {
-            if let Some(node) = self.get(uid) {
-                self.names.prefetch(node.name);
-                node.dependents.prefetch();
-            }
+            self.get_prefetching(uid);
         }
     }
 
@@ -189,13 +186,15 @@ impl Shard {
     /// order, for a caller that reads them while the shard cannot change (under its read
     /// lock), so that each is looked up once rather than warmed and then found again.
     pub(crate) fn get_all(&self, uids: impl Iterator<Item = Option<Uid>>) -> Vec<Option<&Node>> {
-        uids.map(|uid| {
-            let node = self.get(uid?)?;
-            self.names.prefetch(node.name);
-            node.dependents.prefetch();
-            Some(node)
-        })
-        .collect()
+        uids.map(|uid| self.get_prefetching(uid?)).collect()
+    }
+
+    /// The node with `uid`, its name and dependents set asked for (see [`Shard::warm`]).
+    fn get_prefetching(&self, uid: Uid) -> Option<&Node> {
+        let node = self.get(uid)?;
+        self.names.prefetch(node.name);
+        node.dependents.prefetch();
+        Some(node)
     }
 
     /// The number of nodes.

@@ -126,8 +126,9 @@ impl<'a> Prepared<'a> {
 
 /// `text` as a decimal `u64`, 0 if it is not one: `text.parse().unwrap_or(0)`, with the common
 /// case (up to 19 ASCII digits, which cannot overflow) done without the library's sign and
-/// overflow handling, which cost as much as the rest of the event's prepare step but its UIDs
-/// (`scripts/bench-instructions`). Everything else, a leading `+` included, takes the library.
+/// overflow handling, which cost as much as the rest of the event's prepare step, its UIDs
+/// aside (`scripts/bench-instructions`). Everything else, a leading `+` included, takes the
+/// library.
 fn resource_version_number(text: &str) -> u64 {
     let bytes = text.as_bytes();
     // 10^19 - 1 < 2^64: no run of 19 digits overflows.
@@ -222,7 +223,7 @@ mod tests {
         }
 
         #[test]
-        fn any_number_round_trips(n: u64, zeros in 0usize..4) {
+        fn any_number_with_leading_zeros_parses_as_the_library_parses_it(n: u64, zeros in 0usize..4) {
             let text = format!("{}{n}", "0".repeat(zeros));
             prop_assert_eq!(resource_version_number(&text), library(&text));
         }
