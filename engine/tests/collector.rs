@@ -454,6 +454,16 @@ fn cycle_under_foreground_deletion_unblocks_then_deletes() {
 // Finalizers, orphaning, patches
 // ---------------------------------------------------------------------------------------------
 
+/// An environment holding the ReplicationController `rc1` (UID `rcu`), deleted with the `orphan`
+/// finalizer, and its Pod `pod` (UID `uid`).
+fn env_with_an_rc_being_orphaned(pod: &str, uid: &str) -> Env {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    env.create(&pods(), object(&pods(), pod, uid, vec![owner_ref(&rcs, "rc1", "rcu", None)]));
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    env
+}
+
 #[test]
 fn orphaning_removes_owner_references_then_the_orphan_finalizer() {
     let mut env = Env::new();
@@ -499,10 +509,8 @@ fn orphaning_removes_owner_references_then_the_orphan_finalizer() {
 /// first, and nothing is written.
 #[test]
 fn orphaning_skips_an_owner_no_longer_asking_for_it() {
-    let mut env = Env::new();
+    let env = env_with_an_rc_being_orphaned("pa", "pau");
     let rcs = replication_controllers();
-    env.create(&pods(), object(&pods(), "pa", "pau", vec![owner_ref(&rcs, "rc1", "rcu", None)]));
-    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
     env.cluster.delete_object(&rcs, "ns1", "rc1").unwrap();
     env.cluster.take_actions();
     assert!(block_on(env.gc.process_attempt_to_orphan_worker()));
@@ -516,10 +524,8 @@ fn orphaning_skips_an_owner_no_longer_asking_for_it() {
 
 #[test]
 fn orphaning_failure_keeps_the_finalizer_and_requeues() {
-    let mut env = Env::new();
+    let env = env_with_an_rc_being_orphaned("pa", "pau");
     let rcs = replication_controllers();
-    env.create(&pods(), object(&pods(), "pa", "pau", vec![owner_ref(&rcs, "rc1", "rcu", None)]));
-    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
     env.cluster.fail_next(
         Verb::Patch,
         "pods",
@@ -539,10 +545,8 @@ fn orphaning_failure_keeps_the_finalizer_and_requeues() {
 /// the patch applies; and forgotten when the patch fails (the owner stays).
 #[test]
 fn an_orphaned_owner_is_remembered_before_its_finalizer_goes_and_forgotten_if_it_stays() {
-    let mut env = Env::new();
+    let env = env_with_an_rc_being_orphaned("pa", "pau");
     let rcs = replication_controllers();
-    env.create(&pods(), object(&pods(), "pa", "pau", vec![owner_ref(&rcs, "rc1", "rcu", None)]));
-    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
     let orphaned = Arc::clone(env.gc.orphaned_owners());
     let removals = Arc::new(AtomicUsize::new(0));
     let remembered_at_removal = Arc::new(AtomicUsize::new(0));
@@ -574,10 +578,7 @@ fn an_orphaned_owner_is_remembered_before_its_finalizer_goes_and_forgotten_if_it
 /// the owner, then the API server deletes it) happen inside the dependent's GET of its owner.
 #[test]
 fn an_owner_orphaned_while_its_dependent_is_decided_leaves_the_dependent_orphaned() {
-    let mut env = Env::new();
-    let rcs = replication_controllers();
-    env.create(&pods(), object(&pods(), "pb", "pbu", vec![owner_ref(&rcs, "rc1", "rcu", None)]));
-    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    let env = env_with_an_rc_being_orphaned("pb", "pbu");
     let orphaned = Arc::clone(env.gc.orphaned_owners());
     env.cluster.on_call(move |cluster, call| {
         if call.verb() == Verb::Get && call.name == "rc1" && !orphaned.contains(Uid::parse("rcu")) {
