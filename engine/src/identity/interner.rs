@@ -2,7 +2,7 @@
 //! [`ObjectType`](super::ObjectType) (apiVersion and kind strings, and their pairs) and
 //! [`Namespace`](super::Namespace): append-only tables whose strings live for the process.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
 
 use parking_lot::RwLock;
@@ -21,7 +21,39 @@ struct InternerInner {
 
 /// A thread's copy of the ids it already looked up, so that ingest threads intern the same few
 /// namespaces without touching the shared lock.
-pub(super) type LocalIds = std::cell::RefCell<hashbrown::HashMap<&'static str, u32>>;
+pub(super) type LocalIds = std::cell::RefCell<LocalStrings>;
+
+/// A table from interned text to its id, keyed by the text's bytes alone: one hash round and
+/// a compare without a call, where a `HashMap<&str, _>` hashes a terminator beside the bytes
+/// and compares through `memcmp`. Ingestion looks one up for nearly every event.
+#[derive(Default)]
+pub(super) struct LocalStrings {
+    hasher: hashbrown::DefaultHashBuilder,
+    ids: hashbrown::HashTable<(&'static str, u32)>,
+}
+
+impl LocalStrings {
+    fn hash(hasher: &hashbrown::DefaultHashBuilder, text: &str) -> u64 {
+        let mut state = hasher.build_hasher();
+        state.write(text.as_bytes());
+        state.finish()
+    }
+
+    pub(super) fn get(&self, text: &str) -> Option<u32> {
+        let hash = Self::hash(&self.hasher, text);
+        self.ids.find(hash, |&(held, _)| super::text_eq(held, text)).map(|&(_, id)| id)
+    }
+
+    /// Remembers `id` for `text` (interned: it lives for the process). Called only after
+    /// [`LocalStrings::get`] missed on this thread, so never twice for one text.
+    pub(super) fn insert(&mut self, text: &'static str, id: u32) {
+        debug_assert!(self.get(text).is_none(), "{text:?} held already");
+        let hasher = &self.hasher;
+        self.ids.insert_unique(Self::hash(hasher, text), (text, id), |&(held, _)| {
+            Self::hash(hasher, held)
+        });
+    }
+}
 
 impl Interner {
     pub(super) fn new(seed: &[&'static str]) -> Interner {
@@ -39,7 +71,7 @@ impl Interner {
         local: &'static std::thread::LocalKey<LocalIds>,
         text: &str,
     ) -> u32 {
-        if let Some(id) = local.with(|l| l.borrow().get(text).copied()) {
+        if let Some(id) = local.with(|l| l.borrow().get(text)) {
             return id;
         }
         let id = self.intern(text);
@@ -112,9 +144,20 @@ pub(super) struct LocalTypes {
 }
 
 impl LocalTypes {
+    /// The pair's hash: both strings' bytes, one round each. No separator is needed: the
+    /// hasher mixes each write's length in, and equality is decided by the comparison anyway.
+    fn hash(hasher: &hashbrown::DefaultHashBuilder, api_version: &str, kind: &str) -> u64 {
+        let mut state = hasher.build_hasher();
+        state.write(api_version.as_bytes());
+        state.write(kind.as_bytes());
+        state.finish()
+    }
+
     pub(super) fn get(&self, api_version: &str, kind: &str) -> Option<ObjectType> {
-        let hash = self.hasher.hash_one((api_version, kind));
-        self.types.find(hash, |&(a, k, _)| a == api_version && k == kind).map(|&(_, _, ty)| ty)
+        let hash = Self::hash(&self.hasher, api_version, kind);
+        self.types
+            .find(hash, |&(a, k, _)| super::text_eq(k, kind) && super::text_eq(a, api_version))
+            .map(|&(_, _, ty)| ty)
     }
 
     /// Remembers `ty`, whose strings are `api_version` and `kind` (interned: they live for the
@@ -122,9 +165,9 @@ impl LocalTypes {
     pub(super) fn insert(&mut self, api_version: &'static str, kind: &'static str, ty: ObjectType) {
         debug_assert!(self.get(api_version, kind).is_none(), "{api_version} {kind} held already");
         let hasher = &self.hasher;
-        let hash = hasher.hash_one((api_version, kind));
+        let hash = Self::hash(hasher, api_version, kind);
         self.types
-            .insert_unique(hash, (api_version, kind, ty), |&(a, k, _)| hasher.hash_one((a, k)));
+            .insert_unique(hash, (api_version, kind, ty), |&(a, k, _)| Self::hash(hasher, a, k));
     }
 }
 

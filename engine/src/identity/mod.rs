@@ -43,6 +43,9 @@ use self::interner::{
 };
 
 mod interner;
+mod text;
+
+pub(crate) use text::text_eq;
 
 /// An object's UID.
 ///

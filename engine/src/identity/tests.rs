@@ -201,3 +201,39 @@ fn a_type_is_the_same_from_every_thread_and_its_two_strings_stay_apart() {
     assert_eq!((other.api_version(), other.kind()), ("split.example/v1K", "ind"));
     assert_eq!(ObjectType::new("split.example/v1", "Kind"), here);
 }
+
+/// Namespaces of every length up to past the inline comparison's 32 bytes, each beside
+/// neighbours one byte apart: this thread's table (filled by the first pass, answering the
+/// second) and another thread's give each text one id, and no two texts the same one.
+#[test]
+fn a_namespace_is_the_same_from_every_thread_and_neighbours_stay_apart() {
+    let mut texts = Vec::new();
+    for len in 0..=40usize {
+        let base: String = (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        texts.push(format!("nsq-{base}"));
+        for at in [0, len / 2, len.saturating_sub(1)] {
+            let mut near = base.clone().into_bytes();
+            if let Some(byte) = near.get_mut(at) {
+                *byte = b'0' + (*byte % 10);
+                texts.push(format!("nsq-{}", String::from_utf8(near).unwrap()));
+            }
+        }
+    }
+    texts.sort();
+    texts.dedup();
+    let first: Vec<Namespace> = texts.iter().map(|t| Namespace::new(t)).collect();
+    let again: Vec<Namespace> = texts.iter().map(|t| Namespace::new(t)).collect();
+    let elsewhere = std::thread::spawn({
+        let texts = texts.clone();
+        move || texts.iter().map(|t| Namespace::new(t)).collect::<Vec<_>>()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(again, first, "from this thread's copy");
+    assert_eq!(elsewhere, first, "from another thread's");
+    for (text, ns) in texts.iter().zip(&first) {
+        assert_eq!(ns.as_str(), text);
+    }
+    let distinct: HashSet<Namespace> = first.iter().copied().collect();
+    assert_eq!(distinct.len(), texts.len(), "one id per text");
+}
