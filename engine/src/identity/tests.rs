@@ -121,11 +121,29 @@ fn canonical_text(value: u128) -> Vec<u8> {
     format_uuid((value >> 64) as u64, value as u64).into_bytes()
 }
 
-/// The word-at-a-time parser against the byte-at-a-time reference, at every byte value in
-/// every position of UUIDs that hold every digit, and at pairs of neighbouring bytes taken
-/// from each range's edges (where a carry from one byte into the next would show).
+/// The parser as targets without SSE2 build it: the digits a word at a time.
+fn parse_canonical_uuid_portable(text: &[u8]) -> Option<(u64, u64)> {
+    canonical_digit_words(text).and_then(hex32_portable).map(uuid_halves)
+}
+
+/// A canonical-UUID parser: the text's value as its high and low halves, if it is canonical.
+type UuidParser = fn(&[u8]) -> Option<(u64, u64)>;
+
+/// Both parsers: the one this build runs, and the word-at-a-time one other targets run.
+const PARSERS: [(&str, UuidParser); 2] =
+    [("built", parse_canonical_uuid), ("portable", parse_canonical_uuid_portable)];
+
+/// The vector and word-at-a-time parsers against the byte-at-a-time reference, at every byte
+/// value in every position of UUIDs that hold every digit, and at pairs of neighbouring bytes
+/// taken from each range's edges (where a carry from one byte into the next would show).
 #[test]
 fn canonical_uuid_parser_agrees_with_the_reference_at_every_byte() {
+    for (name, parse_canonical_uuid) in PARSERS {
+        every_byte_against_the_reference(name, parse_canonical_uuid);
+    }
+}
+
+fn every_byte_against_the_reference(name: &str, parse_canonical_uuid: UuidParser) {
     let bases = [
         0,
         u128::MAX,
@@ -140,12 +158,12 @@ fn canonical_uuid_parser_agrees_with_the_reference_at_every_byte() {
     for base in bases {
         let text = canonical_text(base);
         let value = Some(((base >> 64) as u64, base as u64));
-        assert_eq!(parse_canonical_uuid(&text), value, "{base:032x}");
+        assert_eq!(parse_canonical_uuid(&text), value, "{name}: {base:032x}");
         for i in 0..text.len() {
             for byte in 0..=255u8 {
                 let mut t = text.clone();
                 t[i] = byte;
-                assert_eq!(parse_canonical_uuid(&t), canonical_uuid_reference(&t), "{t:?}");
+                assert_eq!(parse_canonical_uuid(&t), canonical_uuid_reference(&t), "{name}: {t:?}");
             }
             for (a, b) in edges.iter().flat_map(|&a| edges.iter().map(move |&b| (a, b))) {
                 let mut t = text.clone();
@@ -153,12 +171,12 @@ fn canonical_uuid_parser_agrees_with_the_reference_at_every_byte() {
                 if let Some(next) = t.get_mut(i + 1) {
                     *next = b;
                 }
-                assert_eq!(parse_canonical_uuid(&t), canonical_uuid_reference(&t), "{t:?}");
+                assert_eq!(parse_canonical_uuid(&t), canonical_uuid_reference(&t), "{name}: {t:?}");
             }
         }
         for len in [0, 35, 37] {
             let t: Vec<u8> = text.iter().copied().cycle().take(len).collect();
-            assert_eq!(parse_canonical_uuid(&t), None, "length {len}");
+            assert_eq!(parse_canonical_uuid(&t), None, "{name}: length {len}");
         }
     }
 }
@@ -178,14 +196,15 @@ proptest::proptest! {
         ),
     ) {
         let mut text = canonical_text(value);
-        proptest::prop_assert_eq!(
-            parse_canonical_uuid(&text),
-            Some(((value >> 64) as u64, value as u64))
-        );
+        for (_, parse) in PARSERS {
+            proptest::prop_assert_eq!(parse(&text), Some(((value >> 64) as u64, value as u64)));
+        }
         for (i, byte) in edits {
             text[i] = byte;
         }
-        proptest::prop_assert_eq!(parse_canonical_uuid(&text), canonical_uuid_reference(&text));
+        for (name, parse) in PARSERS {
+            proptest::prop_assert_eq!(parse(&text), canonical_uuid_reference(&text), "{}", name);
+        }
     }
 }
 
