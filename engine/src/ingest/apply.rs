@@ -83,6 +83,27 @@ impl Step<'_> {
     }
 }
 
+/// Merges a shard's own steps (in order already) with its edge steps, each beside its order
+/// and sorted by it, into one sequence in order; an own step goes first on a tie. The same
+/// sequence as a stable sort of the own steps followed by the edges, without reading an op's
+/// order through its pointer at every comparison: the edges come as one ordered run per shard
+/// a thread diffed, so a sort of the whole had cost about 230 instructions an event.
+pub(crate) fn merge_steps<'o>(
+    own: &[Step<'o>],
+    edges: &[(u64, &'o EdgeOp)],
+    steps: &mut Vec<Step<'o>>,
+) {
+    let mut edges = edges.iter().peekable();
+    for &step in own {
+        let order = step.order();
+        while let Some(&(_, op)) = edges.next_if(|&&(edge, _)| edge < order) {
+            steps.push(Step::Edge(op));
+        }
+        steps.push(step);
+    }
+    steps.extend(edges.map(|&(_, op)| Step::Edge(op)));
+}
+
 struct Emitter<'a> {
     out: &'a mut Vec<Out>,
     order: u64,
@@ -341,6 +362,55 @@ fn apply_edge(shard: &mut Shard, ev: &Prepared<'_>, op: &EdgeOp, em: &mut Emitte
             if let Some(owner) = shard.get(op.owner) {
                 em.emit(OutKind::Enqueue(Enqueue::AttemptToDelete(key(owner))));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The merge gives what the stable sort it replaced gave: own steps (each event's
+        /// Main, maybe its End) then edges in a few ordered runs, sorted by order, own first
+        /// on a tie.
+        #[test]
+        fn merging_equals_the_stable_sort(
+            events in proptest::collection::btree_map(0u32..400, any::<bool>(), 0..40),
+            runs in proptest::collection::vec(
+                proptest::collection::btree_set((0u32..400, 0u32..6), 0..20),
+                0..6,
+            ),
+        ) {
+            let own: Vec<Step<'_>> = events
+                .iter()
+                .flat_map(|(&seq, &end)| {
+                    std::iter::once(Step::Main(seq)).chain(end.then_some(Step::End(seq)))
+                })
+                .collect();
+            let ops: Vec<EdgeOp> = runs
+                .iter()
+                .flatten()
+                .map(|&(seq, sub)| EdgeOp { seq, sub, owner: Uid::from_u128(1), kind: EdgeKind::UpdateRefs })
+                .collect();
+            let mut sorted: Vec<Step<'_>> = own.clone();
+            sorted.extend(ops.iter().map(Step::Edge));
+            sorted.sort_by_key(Step::order);
+            let mut edges: Vec<(u64, &EdgeOp)> = ops.iter().map(|op| (op.order(), op)).collect();
+            edges.sort_by_key(|&(order, _)| order);
+            let mut merged = Vec::new();
+            merge_steps(&own, &edges, &mut merged);
+            let identity = |step: &Step<'_>| match *step {
+                Step::Main(seq) => (0, u64::from(seq), 0),
+                Step::End(seq) => (1, u64::from(seq), 0),
+                Step::Edge(op) => (2, op.order(), op as *const EdgeOp as u64),
+            };
+            prop_assert_eq!(
+                merged.iter().map(identity).collect::<Vec<_>>(),
+                sorted.iter().map(identity).collect::<Vec<_>>()
+            );
         }
     }
 }

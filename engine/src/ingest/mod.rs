@@ -272,30 +272,39 @@ impl Ingester {
             // Phase 2: apply, by shard, merged in sequence order.
             let ops: Vec<RwLockReadGuard<'_, Vec<Vec<EdgeOp>>>> =
                 edge_ops.iter().map(RwLock::read).collect();
+            // Reused from shard to shard: the own steps, the edges, and the two merged.
+            let mut own_steps: Vec<Step<'_>> = Vec::new();
+            let mut edges: Vec<(u64, &EdgeOp)> = Vec::new();
+            let mut steps: Vec<Step<'_>> = Vec::new();
             for (s, own) in &own {
                 let s = *s;
-                let edges: usize = ops.iter().map(|from| from[s].len()).sum();
-                let mut steps: Vec<Step<'_>> = Vec::with_capacity(own.len() + edges);
+                own_steps.clear();
+                own_steps.reserve(own.len());
                 for &seq in own {
-                    steps.push(Step::Main(seq));
+                    own_steps.push(Step::Main(seq));
                     let ev = prepared.get(seq).expect("bucketed events parsed");
                     // processTransitions reads and writes nothing unless the event starts a
                     // deletion: most events need no step for it.
                     if ev.event_type != EventType::Delete
                         && rules::transition(ev.old_state, ev.state) != rules::Transition::None
                     {
-                        steps.push(Step::End(seq));
+                        own_steps.push(Step::End(seq));
                     }
                 }
+                // Own steps are in order; each thread's ops are a run in order per shard it
+                // diffed. Sort the edges alone, by an order kept beside each, then merge.
+                edges.clear();
+                edges.reserve(ops.iter().map(|from| from[s].len()).sum());
                 for from in &ops {
-                    steps.extend(from[s].iter().map(Step::Edge));
+                    edges.extend(from[s].iter().map(|op| (op.order(), op)));
                 }
+                edges.sort_by_key(|&(order, _)| order);
+                steps.clear();
+                steps.reserve(own_steps.len() + edges.len());
+                apply::merge_steps(&own_steps, &edges, &mut steps);
                 if steps.is_empty() {
                     continue;
                 }
-                // Own steps are in order, and each thread's ops are a few runs in order (one
-                // per shard it diffed): a stable sort of a few sorted runs.
-                steps.sort_by_key(Step::order);
                 // Seeded defect for loom-tests; never enabled in real builds: each step under a
                 // write lock of its own, so readers can see the shard half-way through.
                 #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
