@@ -1,3 +1,4 @@
+use super::uuid_text::{canonical_digit_words, hex32_portable, uuid_halves};
 use super::*;
 
 #[test]
