@@ -168,7 +168,7 @@ pub(crate) struct Node {
     /// (promotion to observed with other coordinates, or an alternate identity), which also
     /// bumps `incarnation`; the apiVersion/kind also follow the informer's (#137036).
     /// Written only by [`Node::set_identity`] and [`Node::set_type`]: compact dependent
-    /// entries read it back (see [`DependentEntry`]).
+    /// entries read it back (see [`DependentEntry`](super::dependents::DependentEntry)).
     pub(crate) ty: ObjectType,
     pub(crate) namespace: Namespace,
     /// Written only by [`Node::set_identity`], as `ty`. In the [`Names`] of the node's shard,
@@ -264,7 +264,7 @@ impl Node {
     }
 
     /// Replaces the node's identity. Compact dependent entries named the old type and name,
-    /// so they are expanded first (see [`DependentEntry`]).
+    /// so they are expanded first (see [`DependentEntry`](super::dependents::DependentEntry)).
     pub(crate) fn set_identity(&mut self, identity: ObjectReference, names: &mut Names) {
         let renamed = self.name(names) != identity.name;
         if self.ty != identity.ty || renamed {

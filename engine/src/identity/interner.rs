@@ -1,5 +1,5 @@
 //! The process-wide interners behind [`Uid`](super::Uid) (non-UUID UIDs),
-//! [`ObjectType`](super::ObjectType) (apiVersion and kind strings, and their pairs) and
+//! [`ObjectType`] (apiVersion and kind strings, and their pairs) and
 //! [`Namespace`](super::Namespace): append-only tables whose strings live for the process.
 
 use std::hash::{BuildHasher, Hasher};
