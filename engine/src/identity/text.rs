@@ -73,7 +73,11 @@ mod tests {
         }
 
         #[test]
-        fn agrees_on_near_copies(a in ".{0,40}", at in any::<prop::sample::Index>(), bit in 0..8u8) {
+        fn agrees_on_near_copies(
+            a in ".{0,40}",
+            at in any::<prop::sample::Index>(),
+            bit in 0..8u8,
+        ) {
             let mut b = a.clone().into_bytes();
             prop_assert!(bytes_eq(a.as_bytes(), &b));
             if !b.is_empty() {

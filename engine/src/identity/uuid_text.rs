@@ -132,6 +132,8 @@ fn hex8(w: u64) -> (u64, u64) {
     (((halves >> 16) | halves) & 0xffff_ffff, bad)
 }
 
+/// The canonical text (lowercase, dashed) of the UUID whose high and low 64 bits are `hi` and
+/// `lo`: what [`parse_canonical_uuid`] reads back.
 pub(super) fn format_uuid(hi: u64, lo: u64) -> String {
     let v = (u128::from(hi) << 64) | u128::from(lo);
     let hex = format!("{v:032x}");

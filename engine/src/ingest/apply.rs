@@ -393,7 +393,9 @@ mod merge_tests {
             let ops: Vec<EdgeOp> = runs
                 .iter()
                 .flatten()
-                .map(|&(seq, sub)| EdgeOp { seq, sub, owner: Uid::from_u128(1), kind: EdgeKind::UpdateRefs })
+                .map(|&(seq, sub)| {
+                    EdgeOp { seq, sub, owner: Uid::from_u128(1), kind: EdgeKind::UpdateRefs }
+                })
                 .collect();
             let mut sorted: Vec<Step<'_>> = own.clone();
             sorted.extend(ops.iter().map(Step::Edge));
