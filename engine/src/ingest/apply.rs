@@ -89,12 +89,12 @@ impl Step<'_> {
 /// order through its pointer at every comparison: the edges come as one ordered run per shard
 /// a thread diffed, so a sort of the whole had cost about 230 instructions an event.
 pub(crate) fn merge_steps<'o>(
-    own: &[Step<'o>],
+    own: impl IntoIterator<Item = Step<'o>>,
     edges: &[(u64, &'o EdgeOp)],
     steps: &mut Vec<Step<'o>>,
 ) {
     let mut edges = edges.iter().peekable();
-    for &step in own {
+    for step in own {
         let order = step.order();
         while let Some(&(_, op)) = edges.next_if(|&&(edge, _)| edge < order) {
             steps.push(Step::Edge(op));
@@ -403,7 +403,7 @@ mod merge_tests {
             let mut edges: Vec<(u64, &EdgeOp)> = ops.iter().map(|op| (op.order(), op)).collect();
             edges.sort_by_key(|&(order, _)| order);
             let mut merged = Vec::new();
-            merge_steps(&own, &edges, &mut merged);
+            merge_steps(own.iter().copied(), &edges, &mut merged);
             let identity = |step: &Step<'_>| match *step {
                 Step::Main(seq) => (0, u64::from(seq), 0),
                 Step::End(seq) => (1, u64::from(seq), 0),

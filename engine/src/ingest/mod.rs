@@ -272,27 +272,22 @@ impl Ingester {
             // Phase 2: apply, by shard, merged in sequence order.
             let ops: Vec<RwLockReadGuard<'_, Vec<Vec<EdgeOp>>>> =
                 edge_ops.iter().map(RwLock::read).collect();
-            // Reused from shard to shard: the own steps, the edges, and the two merged.
-            let mut own_steps: Vec<Step<'_>> = Vec::new();
+            // Reused from shard to shard: the edges, and the steps merged.
             let mut edges: Vec<(u64, &EdgeOp)> = Vec::new();
             let mut steps: Vec<Step<'_>> = Vec::new();
             for (s, own) in &own {
                 let s = *s;
-                own_steps.clear();
-                own_steps.reserve(own.len());
-                for &seq in own {
-                    own_steps.push(Step::Main(seq));
+                // The shard's own steps, in order as its events are: each event's Main, and
+                // its End only if processTransitions has something to do (reads and writes
+                // nothing unless the event starts a deletion: most events need no step for it).
+                let own_steps = own.iter().flat_map(|&seq| {
                     let ev = prepared.get(seq).expect("bucketed events parsed");
-                    // processTransitions reads and writes nothing unless the event starts a
-                    // deletion: most events need no step for it.
-                    if ev.event_type != EventType::Delete
-                        && rules::transition(ev.old_state, ev.state) != rules::Transition::None
-                    {
-                        own_steps.push(Step::End(seq));
-                    }
-                }
-                // Own steps are in order; each thread's ops are a run in order per shard it
-                // diffed. Sort the edges alone, by an order kept beside each, then merge.
+                    let end = ev.event_type != EventType::Delete
+                        && rules::transition(ev.old_state, ev.state) != rules::Transition::None;
+                    std::iter::once(Step::Main(seq)).chain(end.then_some(Step::End(seq)))
+                });
+                // Each thread's ops are a run in order per shard it diffed. Sort the edges
+                // alone, by an order kept beside each, then merge them with the own steps.
                 edges.clear();
                 edges.reserve(ops.iter().map(|from| from[s].len()).sum());
                 for from in &ops {
@@ -300,8 +295,8 @@ impl Ingester {
                 }
                 edges.sort_by_key(|&(order, _)| order);
                 steps.clear();
-                steps.reserve(own_steps.len() + edges.len());
-                apply::merge_steps(&own_steps, &edges, &mut steps);
+                steps.reserve(own.len() + edges.len());
+                apply::merge_steps(own_steps, &edges, &mut steps);
                 if steps.is_empty() {
                     continue;
                 }
