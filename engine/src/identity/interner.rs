@@ -32,15 +32,19 @@ pub(super) struct LocalStrings {
     ids: hashbrown::HashTable<(&'static str, u32)>,
 }
 
-impl LocalStrings {
-    fn hash(hasher: &hashbrown::DefaultHashBuilder, text: &str) -> u64 {
-        let mut state = hasher.build_hasher();
+/// The hash of `texts` together: each one's bytes in one round. No separator is needed: the
+/// hasher mixes each write's length in, and equality is decided by the comparison anyway.
+fn hash_texts<const N: usize>(hasher: &hashbrown::DefaultHashBuilder, texts: [&str; N]) -> u64 {
+    let mut state = hasher.build_hasher();
+    for text in texts {
         state.write(text.as_bytes());
-        state.finish()
     }
+    state.finish()
+}
 
+impl LocalStrings {
     pub(super) fn get(&self, text: &str) -> Option<u32> {
-        let hash = Self::hash(&self.hasher, text);
+        let hash = hash_texts(&self.hasher, [text]);
         self.ids.find(hash, |&(held, _)| super::text_eq(held, text)).map(|&(_, id)| id)
     }
 
@@ -49,8 +53,8 @@ impl LocalStrings {
     pub(super) fn insert(&mut self, text: &'static str, id: u32) {
         debug_assert!(self.get(text).is_none(), "{text:?} held already");
         let hasher = &self.hasher;
-        self.ids.insert_unique(Self::hash(hasher, text), (text, id), |&(held, _)| {
-            Self::hash(hasher, held)
+        self.ids.insert_unique(hash_texts(hasher, [text]), (text, id), |&(held, _)| {
+            hash_texts(hasher, [held])
         });
     }
 }
@@ -144,17 +148,8 @@ pub(super) struct LocalTypes {
 }
 
 impl LocalTypes {
-    /// The pair's hash: both strings' bytes, one round each. No separator is needed: the
-    /// hasher mixes each write's length in, and equality is decided by the comparison anyway.
-    fn hash(hasher: &hashbrown::DefaultHashBuilder, api_version: &str, kind: &str) -> u64 {
-        let mut state = hasher.build_hasher();
-        state.write(api_version.as_bytes());
-        state.write(kind.as_bytes());
-        state.finish()
-    }
-
     pub(super) fn get(&self, api_version: &str, kind: &str) -> Option<ObjectType> {
-        let hash = Self::hash(&self.hasher, api_version, kind);
+        let hash = hash_texts(&self.hasher, [api_version, kind]);
         self.types
             .find(hash, |&(a, k, _)| super::text_eq(k, kind) && super::text_eq(a, api_version))
             .map(|&(_, _, ty)| ty)
@@ -165,9 +160,9 @@ impl LocalTypes {
     pub(super) fn insert(&mut self, api_version: &'static str, kind: &'static str, ty: ObjectType) {
         debug_assert!(self.get(api_version, kind).is_none(), "{api_version} {kind} held already");
         let hasher = &self.hasher;
-        let hash = Self::hash(hasher, api_version, kind);
+        let hash = hash_texts(hasher, [api_version, kind]);
         self.types
-            .insert_unique(hash, (api_version, kind, ty), |&(a, k, _)| Self::hash(hasher, a, k));
+            .insert_unique(hash, (api_version, kind, ty), |&(a, k, _)| hash_texts(hasher, [a, k]));
     }
 }
 
