@@ -168,14 +168,15 @@ impl Shard {
         self.index.find(uid.hash64(), |&s| node_in(chunks, s).uid == uid).copied()
     }
 
-    /// Looks up each of `uids`, one right after the other, and asks for what the walk of a
-    /// batch will read next: warms the caches with the index entries and nodes, then, for each
-    /// node found, prefetches its name's bytes and its dependents set's header. A walk does an
-    /// event's work between two lookups, so each lookup waits for its own cache misses (a few
-    /// hundred nanoseconds each in a graph of millions); lookups with nothing between them are
-    /// independent, and the CPU overlaps their misses. The name and the set are only known once
-    /// the node has arrived, so they are prefetched, which does not wait: loading them here
-    /// instead cost more than it saved (docs/performance-log.md).
+    /// Looks up each of `uids`, one right after the other, and asks for what the next steps
+    /// of a batch's walk will read (phase two warms a window of steps at a time): warms the
+    /// caches with the index entries and nodes, then, for each node found, prefetches its
+    /// name's bytes and its dependents set's header. A walk does an event's work between two
+    /// lookups, so each lookup waits for its own cache misses (a few hundred nanoseconds each
+    /// in a graph of millions); lookups with nothing between them are independent, and the CPU
+    /// overlaps their misses. The name and the set are only known once the node has arrived,
+    /// so they are prefetched, which does not wait: loading them here instead cost more than
+    /// it saved (docs/performance-log.md).
     pub(crate) fn warm(&self, uids: impl Iterator<Item = Uid>) {
         for uid in uids {
             self.get_prefetching(uid);

@@ -143,30 +143,40 @@ pub(crate) fn apply_shard(
     steps: &[Step<'_>],
     out: &mut Vec<Out>,
 ) {
-    shard.warm(steps.iter().filter_map(|step| match *step {
-        Step::Main(seq) => prepared.get(seq).map(|ev| ev.uid),
-        Step::End(_) => None, // its event's Main step came first
-        Step::Edge(op) => Some(op.owner),
-    }));
-    for step in steps {
-        let mut em = Emitter { out, order: step.order(), index: 0 };
-        match *step {
-            Step::Main(seq) => {
-                let ev = prepared.get(seq).expect("steps are built from parsed events");
-                apply_main(shard, ev, &mut em);
-            }
-            Step::End(seq) => {
-                let ev = prepared.get(seq).expect("steps are built from parsed events");
-                apply_transitions(shard, ev, &mut em);
-            }
-            Step::Edge(op) => {
-                let ev = prepared.get(op.seq).expect("ops are built from parsed events");
-                apply_edge(shard, ev, op, &mut em);
+    for window in steps.chunks(WARM_WINDOW) {
+        shard.warm(window.iter().filter_map(|step| match *step {
+            Step::Main(seq) => prepared.get(seq).map(|ev| ev.uid),
+            Step::End(_) => None, // its event's Main step came first
+            Step::Edge(op) => Some(op.owner),
+        }));
+        for step in window {
+            let mut em = Emitter { out, order: step.order(), index: 0 };
+            match *step {
+                Step::Main(seq) => {
+                    let ev = prepared.get(seq).expect("steps are built from parsed events");
+                    apply_main(shard, ev, &mut em);
+                }
+                Step::End(seq) => {
+                    let ev = prepared.get(seq).expect("steps are built from parsed events");
+                    apply_transitions(shard, ev, &mut em);
+                }
+                Step::Edge(op) => {
+                    let ev = prepared.get(op.seq).expect("ops are built from parsed events");
+                    apply_edge(shard, ev, op, &mut em);
+                }
             }
         }
     }
     shard.compact_names_if_wasteful();
 }
+
+/// Steps warmed together, then walked ([`Shard::warm`]). Enough lookups in a row to overlap
+/// their misses, few enough that what they bring in is still in the L1 cache when the walk
+/// gets there: a batch gives a shard about 130 steps, and warmed all at once their nodes,
+/// names and sets (about four lines a step) outgrew the L1, so the walk missed again on the
+/// first ones (at 1M random, one thread, counted: 52.8 L1 data misses an event in
+/// `Ingester::ingest`, 50.9 in windows of 64, 48.5 of 32, 47.7 of 16, 47.6 of 8).
+const WARM_WINDOW: usize = 16;
 
 fn apply_main(shard: &mut Shard, ev: &Prepared<'_>, em: &mut Emitter<'_>) {
     // One lookup of the event's UID serves the promotion and the step after it: the promotion
