@@ -86,8 +86,9 @@ impl Step<'_> {
 /// Merges a shard's own steps (in order already) with its edge steps, each beside its order
 /// and sorted by it, into one sequence in order; an own step goes first on a tie. The same
 /// sequence as a stable sort of the own steps followed by the edges, without reading an op's
-/// order through its pointer at every comparison: the edges come as one ordered run per shard
-/// a thread diffed, so a sort of the whole had cost about 230 instructions an event.
+/// order through its pointer at every comparison: that sort of the whole had cost about 230
+/// instructions an event (the edges' runs, one per shard a thread diffed, hold about one op
+/// each in a large batch, so they are sorted for real either way).
 pub(crate) fn merge_steps<'o>(
     own: impl IntoIterator<Item = Step<'o>>,
     edges: &[(u64, &'o EdgeOp)],

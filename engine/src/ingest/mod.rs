@@ -286,8 +286,9 @@ impl Ingester {
                         && rules::transition(ev.old_state, ev.state) != rules::Transition::None;
                     std::iter::once(Step::Main(seq)).chain(end.then_some(Step::End(seq)))
                 });
-                // Each thread's ops are a run in order per shard it diffed. Sort the edges
-                // alone, by an order kept beside each, then merge them with the own steps.
+                // Each thread's ops are a run in order per shard it diffed (about one op each
+                // in a large batch). Sort the edges alone, by an order kept beside each, then
+                // merge them with the own steps.
                 edges.clear();
                 edges.reserve(ops.iter().map(|from| from[s].len()).sum());
                 for from in &ops {
