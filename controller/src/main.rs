@@ -53,8 +53,9 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(flags)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "kube-gc failed");
-            eprintln!("kube-gc: {e:#}");
+            let error = kube_gc::error::one_line(e.as_ref());
+            tracing::error!(%error, "kube-gc failed");
+            eprintln!("kube-gc: {error}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -98,18 +98,51 @@ pub enum Policy {
 }
 
 impl Target {
+    /// The type and name the object arguments give; an error for arguments that name no one
+    /// object.
+    fn type_and_name(&self) -> Result<(&str, &str), String> {
+        match self.object.as_slice() {
+            [one] => match one.split_once('/') {
+                Some((t, n)) if !t.is_empty() && !n.is_empty() => Ok((t, n)),
+                _ => Err(format!("{one:?}: give TYPE/NAME (e.g. deploy/web), TYPE NAME, or --uid")),
+            },
+            [t, n] => Ok((t.as_str(), n.as_str())),
+            _ => Err("give one object: TYPE/NAME, TYPE NAME, or --uid".into()),
+        }
+    }
+
+    /// Whether the arguments name one object (by UID, or by type and name).
+    fn check(&self) -> Result<(), String> {
+        match self.uid {
+            Some(_) => Ok(()),
+            None => self.type_and_name().map(drop),
+        }
+    }
+
     fn resolve(&self, snapshot: &Snapshot, namespace: &str) -> Result<Uid, String> {
         if let Some(uid) = &self.uid {
             return Uid::lookup(uid).ok_or_else(|| format!("no object with UID {uid:?}"));
         }
-        let (type_name, name) = match self.object.as_slice() {
-            [one] => one.split_once('/').ok_or_else(|| {
-                format!("{one:?}: give TYPE/NAME (e.g. deploy/web), TYPE NAME, or --uid")
-            })?,
-            [t, n] => (t.as_str(), n.as_str()),
-            _ => return Err("give one object: TYPE/NAME, TYPE NAME, or --uid".into()),
-        };
+        let (type_name, name) = self.type_and_name()?;
         snapshot.resolve(type_name, name, namespace)
+    }
+}
+
+impl Args {
+    /// What is wrong with the arguments, found before the cluster is listed (which can take a
+    /// while on a large one).
+    pub fn check(&self) -> Result<(), String> {
+        let target = match &self.command {
+            Command::Explain(target) => target,
+            Command::BlastRadius { target, .. } => target,
+            Command::Tree { target, .. } => target,
+        };
+        target.check()?;
+        let dot_allowed = matches!(self.command, Command::BlastRadius { .. });
+        if self.output == Output::Dot && !dot_allowed {
+            return Err("-o dot is for blast-radius".into());
+        }
+        Ok(())
     }
 }
 
@@ -129,6 +162,7 @@ impl Progress for Bar {
 
 /// Runs `kubectl gc` with `args`; the text to print on stdout.
 pub async fn run(args: Args) -> anyhow::Result<String> {
+    args.check().map_err(anyhow::Error::msg)?;
     let flags = crate::Flags::parse_from(
         std::iter::once("kube-gc".to_owned())
             .chain(args.kubeconfig.iter().map(|k| format!("--kubeconfig={}", k.display()))),
@@ -426,6 +460,36 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn check(args: &[&str]) -> Result<(), String> {
+        Args::try_parse_from(std::iter::once("kubectl-gc").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?
+            .check()
+    }
+
+    #[test]
+    fn arguments_that_name_no_one_object_are_refused_before_listing() {
+        for bad in [
+            &["explain"][..],
+            &["explain", "deploy"],
+            &["explain", "deploy/"],
+            &["explain", "/web"],
+            &["tree", "deploy", "web", "extra"],
+            &["blast-radius", "deploy/web", "--uid", "0e6b7c1a-0000-4000-8000-000000000001"],
+        ] {
+            assert!(check(bad).is_err(), "{bad:?} accepted");
+        }
+        let dot = check(&["tree", "deploy/web", "-o", "dot"]).unwrap_err();
+        assert!(dot.contains("blast-radius"), "{dot}");
+        for good in [
+            &["explain", "deploy/web"][..],
+            &["explain", "deploy", "web"],
+            &["tree", "--uid", "0e6b7c1a-0000-4000-8000-000000000001"],
+            &["blast-radius", "replicasets.apps/web-1", "-o", "dot", "--policy", "orphan"],
+        ] {
+            assert_eq!(check(good), Ok(()), "{good:?}");
+        }
+    }
 
     fn object(kind: &str, name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": kind, "namespace": "ns", "name": name, "uid": "u"})

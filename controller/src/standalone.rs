@@ -124,7 +124,7 @@ impl Snapshot {
                 Ok(()) => {
                     listed_types.insert(resource.object_type());
                 }
-                Err(e) => failed.push((key.clone(), format!("{e:#}"))),
+                Err(e) => failed.push((key.clone(), crate::error::one_line(e.as_ref()))),
             }
             progress.resource_done();
         }

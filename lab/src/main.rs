@@ -67,7 +67,7 @@ fn main() -> anyhow::Result<()> {
             let report = match runtime.block_on(demo::run(demo_args, demo::Progress::Stderr)) {
                 Ok(report) => report,
                 Err(e) => {
-                    eprintln!("kube-gc-lab demo: {e:#}");
+                    eprintln!("kube-gc-lab demo: {}", kube_gc::error::one_line(e.as_ref()));
                     std::process::exit(2);
                 }
             };
@@ -83,7 +83,7 @@ fn main() -> anyhow::Result<()> {
             let report = match runtime.block_on(chaos::run(&config, |seed| println!("{seed}"))) {
                 Ok(report) => report,
                 Err(e) => {
-                    eprintln!("kube-gc-lab chaos: {e:#}");
+                    eprintln!("kube-gc-lab chaos: {}", kube_gc::error::one_line(e.as_ref()));
                     std::process::exit(2);
                 }
             };
@@ -106,7 +106,7 @@ fn main() -> anyhow::Result<()> {
             let samples = match samples {
                 Ok(samples) => samples,
                 Err(e) => {
-                    eprintln!("kube-gc-lab tune: {e:#}");
+                    eprintln!("kube-gc-lab tune: {}", kube_gc::error::one_line(e.as_ref()));
                     std::process::exit(2);
                 }
             };

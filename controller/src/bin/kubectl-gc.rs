@@ -15,7 +15,7 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", kube_gc::error::one_line(e.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
