@@ -11,9 +11,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use clap::Parser;
 use kube_gc_simcluster::faults::parse_rate;
 use kube_gc_simcluster::preload::{Metadata, Preload, Shape, preload};
@@ -102,13 +104,25 @@ struct Args {
     fault_watch_delay_ms: u64,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
+    // The error and its causes on one line (not `main`'s `Error: ...` with a backtrace under
+    // RUST_BACKTRACE): what an operator starting the emulator needs to fix.
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kube-gc-simcluster: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
     let mut defs = if args.no_builtin { Vec::new() } else { resources::builtin() };
     for spec in &args.resources {
         defs.push(ResourceDef::parse(spec)?);
@@ -170,7 +184,8 @@ fn main() -> anyhow::Result<()> {
         }
         let sim = SimCluster::serve(config, store).await?;
         if let Some(path) = &args.kubeconfig_out {
-            std::fs::write(path, sim.kubeconfig())?;
+            std::fs::write(path, sim.kubeconfig())
+                .with_context(|| format!("cannot write the kubeconfig to {}", path.display()))?;
             tracing::info!(path = %path.display(), "wrote kubeconfig");
         }
         tracing::info!(url = %sim.url(), "serving");
