@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use kube_gc_lab::chaos::{self, ChaosArgs};
 use kube_gc_lab::demo::{self, DemoArgs};
@@ -110,13 +111,29 @@ fn main() -> anyhow::Result<()> {
                     std::process::exit(2);
                 }
             };
+            // A sweep takes minutes: a path it cannot write is named, and the table still
+            // printed below.
+            let mut failed = false;
+            let mut write = |path: &std::path::Path, text: anyhow::Result<String>| {
+                let written = text.and_then(|text| {
+                    std::fs::write(path, text)
+                        .with_context(|| format!("cannot write {}", path.display()))
+                });
+                if let Err(e) = written {
+                    eprintln!("kube-gc-lab tune: {}", kube_gc::error::one_line(e.as_ref()));
+                    failed = true;
+                }
+            };
             if let Some(path) = &tune_args.out_json {
-                std::fs::write(path, serde_json::to_string_pretty(&samples)?)?;
+                write(path, serde_json::to_string_pretty(&samples).map_err(Into::into));
             }
             if let Some(path) = &tune_args.out_svg {
-                std::fs::write(path, tune::plot_svg(&samples)?)?;
+                write(path, tune::plot_svg(&samples));
             }
             print!("{}", tune::markdown(&samples));
+            if failed {
+                std::process::exit(1);
+            }
         }
     }
     Ok(())
