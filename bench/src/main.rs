@@ -40,38 +40,38 @@ enum Command {
 #[derive(clap::Args, Debug)]
 struct BreakdownArgs {
     /// N, the number of listed objects (WORKLOAD.md).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one)]
     objects: usize,
     /// Delivery order: owners-first, dependents-first or random.
     #[arg(long, default_value = "owners-first")]
     order: Order,
     /// Graph shards (a power of two).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = power_of_two)]
     shards: usize,
     /// Events per ingested batch.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = at_least_one)]
     batch: usize,
     /// Timed runs of each measurement (the median is reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
 }
 
 #[derive(clap::Args, Debug)]
 struct WarmupArgs {
     /// N, the number of listed objects (WORKLOAD.md).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one)]
     objects: usize,
     /// Delivery order: owners-first, dependents-first or random.
     #[arg(long, default_value = "owners-first")]
     order: Order,
     /// Graph shards (a power of two).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = power_of_two)]
     shards: usize,
     /// Events per ingested batch.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = at_least_one)]
     batch: usize,
     /// Ingestion threads (default: available cores).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     threads: Option<usize>,
     /// Timed runs of each implementation (at least 3; the median is reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..))]
@@ -80,7 +80,7 @@ struct WarmupArgs {
     #[arg(long, default_value_t = DEFAULT_SEED)]
     seed: u64,
     /// Workload namespaces.
-    #[arg(long, default_value_t = DEFAULT_NAMESPACES)]
+    #[arg(long, default_value_t = DEFAULT_NAMESPACES, value_parser = at_least_one)]
     namespaces: usize,
     /// Skip the baseline (no ratio).
     #[arg(long)]
@@ -104,6 +104,21 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// A count that must be at least one (objects, a batch, threads, namespaces).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A shard count: a power of two, as the graph requires.
+fn power_of_two(text: &str) -> Result<usize, String> {
+    let n = at_least_one(text)?;
+    if n.is_power_of_two() { Ok(n) } else { Err(format!("{n} is not a power of two")) }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -161,10 +176,7 @@ fn warmup(args: &WarmupArgs) -> Result<(), String> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    if !args.shards.is_power_of_two() {
-        return Err(format!("--shards must be a power of two, got {}", args.shards));
-    }
-    let engine = EngineConfig { shards: args.shards, batch: args.batch.max(1), threads };
+    let engine = EngineConfig { shards: args.shards, batch: args.batch, threads };
     let config = WorkloadConfig {
         objects: args.objects,
         seed: args.seed,
