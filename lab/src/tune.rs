@@ -43,13 +43,16 @@ pub const DEFAULT_QPS: &str = "off,1000:1000";
 #[derive(clap::Args, Debug, Clone)]
 pub struct TuneArgs {
     /// Dependents (Pods) collected per run.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub dependents: usize,
     /// Pods per owner (ReplicaSet).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub pods_per_owner: usize,
     /// kube-gc's `--concurrent-gc-syncs` values.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,5,10,20,50,100")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,5,10,20,50,100",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub workers: Vec<u32>,
     /// Simulated latency of every API request, in milliseconds.
     #[arg(long, value_delimiter = ',', default_value = "0,5,20")]

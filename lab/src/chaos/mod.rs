@@ -73,17 +73,18 @@ pub struct ChaosConfig {
 /// no wrongful deletion. The last line printed is the totals (exit status 1 if any failed).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ChaosArgs {
-    /// Scenarios per seed.
-    #[arg(long, default_value_t = 12)]
+    /// Scenarios per seed (at least one: a run of none would pass having checked nothing).
+    #[arg(long, default_value_t = 12,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub scenarios: usize,
     /// How many seeds to run, from --first-seed on (one simcluster and one kube-gc each).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
     pub seeds: u64,
     /// The first seed.
     #[arg(long, default_value_t = 1)]
     pub first_seed: u64,
-    /// Seconds of faults, user deletes and restarts per seed.
-    #[arg(long, default_value_t = 5.0)]
+    /// Seconds of faults, user deletes and restarts per seed (0 to a day).
+    #[arg(long, default_value_t = 5.0, value_parser = parse_chaos_secs)]
     pub chaos_secs: f64,
     /// Collector restarts per seed.
     #[arg(long, default_value_t = 2)]
@@ -123,6 +124,16 @@ pub struct ChaosArgs {
     pub kube_gc_args: Vec<String>,
 }
 
+/// `--chaos-secs`: a number of seconds from 0 to a day.
+fn parse_chaos_secs(text: &str) -> Result<f64, String> {
+    let secs: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=86_400.0).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!("{text} is not between 0 and 86400 seconds"))
+    }
+}
+
 impl ChaosArgs {
     /// The run these arguments ask for.
     pub fn config(&self) -> ChaosConfig {
@@ -140,7 +151,7 @@ impl ChaosArgs {
                 watch_delay_rate: self.fault_watch_delay_rate,
                 watch_delay: Duration::from_millis(self.fault_watch_delay_ms),
             },
-            chaos: Duration::from_secs_f64(self.chaos_secs.max(0.0)),
+            chaos: Duration::from_secs_f64(self.chaos_secs),
             restarts: self.restarts,
             converge_timeout: Duration::from_secs(self.converge_timeout),
             fillers: self.fillers,
