@@ -100,9 +100,9 @@ pub struct Flags {
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_size: u32,
 
-    /// Threads applying each batch (default: the machine's cores); a batch of fewer than 512
-    /// events takes one.
-    #[arg(long)]
+    /// Threads applying each batch, 1 to 1024 (default: the machine's cores); a batch of fewer
+    /// than 512 events takes one.
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub ingest_threads: Option<usize>,
 
     /// Address of a plain-HTTP server of the same endpoints as `--secure-port`, without
@@ -409,6 +409,15 @@ mod tests {
     fn bad_values_are_refused_with_a_reason() {
         assert!(Flags::try_parse_from(["kube-gc", "--concurrent-gc-syncs=0"]).is_err());
         assert!(Flags::try_parse_from(["kube-gc", "--kube-api-burst=0"]).is_err());
+        // A pool of a hundred thousand threads, or of none, is a typo.
+        for threads in ["0", "1025", "100000"] {
+            let flag = format!("--ingest-threads={threads}");
+            assert!(Flags::try_parse_from(["kube-gc", &flag]).is_err(), "{flag} accepted");
+        }
+        assert_eq!(
+            Flags::parse_from(["kube-gc", "--ingest-threads=1024"]).ingest_threads,
+            Some(1024)
+        );
         let f = Flags::parse_from(["kube-gc", "--shards=3"]);
         assert!(f.validate().unwrap_err().contains("power of two"));
         let f = Flags::parse_from(["kube-gc", "--debug-addr=0.0.0.0:1"]);
