@@ -151,7 +151,8 @@ impl ChaosArgs {
                 watch_delay_rate: self.fault_watch_delay_rate,
                 watch_delay: Duration::from_millis(self.fault_watch_delay_ms),
             },
-            chaos: Duration::from_secs_f64(self.chaos_secs),
+            // `--chaos-secs` is checked; built in code, a value no Duration holds means none.
+            chaos: Duration::try_from_secs_f64(self.chaos_secs).unwrap_or_default(),
             restarts: self.restarts,
             converge_timeout: Duration::from_secs(self.converge_timeout),
             fillers: self.fillers,
