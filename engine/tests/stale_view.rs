@@ -7,8 +7,10 @@
 //! controllers' finalizers, names reused by new objects) runs against a [`MemoryCluster`]. The
 //! graph learns of it through watch events delivered with random lag: after each step the
 //! cluster's changes become pending events, and only a random prefix of them is ingested before
-//! the workers run, so workers often decide on a stale graph. The workers run the controller's
-//! options (`read_items_from_graph`, `skip_observed_verification`, `garbage_first`).
+//! the workers run, so workers often decide on a stale graph. A watcher's watch may also break
+//! for a while: its events wait until it resumes, and the collector is told, as the graph
+//! builder tells it. The workers run the controller's options (`read_items_from_graph`,
+//! `skip_observed_verification`, `garbage_first`, `bulk_absence_proof`, the catch-up timeout).
 //!
 //! The oracle ([`judge`]) sees every call as the cluster serves it, under the same state: a
 //! call the server refuses (a precondition, a 404) is no write; every other DELETE or PATCH must
@@ -17,7 +19,8 @@
 //! state, and are taken from the collector's graph here, as upstream takes them from its own
 //! (lagging) one: how many dependents an item has (Foreground when an owner waits), and which
 //! dependents block or are to be orphaned (a dependent not observed yet cannot be waited for:
-//! upstream's race #26120, the same in every informer-based collector). Everything else is
+//! upstream's race #26120, the same in every informer-based collector), except that `orphan`
+//! may not go while a dependent is unseen because its watcher is down. Everything else is
 //! judged on live state. After the history, every event is delivered, the workers run to
 //! quiescence, and nothing may be stuck: no GC finalizer whose condition holds, no garbage left.
 //!
@@ -59,6 +62,15 @@ fn slot_resource(slot: u8) -> Resource {
     }
 }
 
+/// The resource of a watch event's object type.
+fn slot_resource_of(ty: &ObjectType) -> Resource {
+    match ty.kind() {
+        "ReplicaSet" => slot_resource(0),
+        "Pod" => slot_resource(3),
+        _ => slot_resource(7),
+    }
+}
+
 fn slot_name(slot: u8) -> String {
     format!("o{slot}")
 }
@@ -87,7 +99,17 @@ enum Op {
     Work { n: u8 },
     /// A round of absence proofs: consistent lists of the resources of waiting virtual owners.
     Prove,
+    /// A watcher's watch breaks (0 ReplicaSets, 1 Pods, 2 Widgets): its resource's events stay
+    /// pending until it resumes, and the collector is told it is behind, as the graph builder
+    /// tells it.
+    Break { watcher: u8 },
+    /// The watcher is back: the collector is told at once, and what it missed is delivered
+    /// later, like any pending event (a resumed watch's backlog in flight).
+    Resume { watcher: u8 },
 }
+
+/// The resource name of each watcher [`Op::Break`] names.
+const WATCHERS: [&str; 3] = ["replicasets", "pods", "widgets"];
 
 fn op() -> impl Strategy<Value = Op> {
     let slot = 0..SLOTS;
@@ -104,6 +126,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..6u8).prop_map(|n| Op::Deliver { n }),
         4 => (1..6u8).prop_map(|n| Op::Work { n }),
         1 => Just(Op::Prove),
+        1 => (0..3u8).prop_map(|watcher| Op::Break { watcher }),
+        1 => (0..3u8).prop_map(|watcher| Op::Resume { watcher }),
     ]
 }
 
@@ -118,6 +142,8 @@ struct Verdicts {
     orphaned: Mutex<HashSet<String>>,
     /// Set while the graph lags the cluster (events pending when the workers run).
     lagging: AtomicBool,
+    /// The resources whose watcher is broken ([`Op::Break`]).
+    broken: Mutex<HashSet<String>>,
     /// Collector writes judged, by kind (see [`WriteKind`]), and how many of them while the
     /// graph lagged.
     judged: Mutex<BTreeMap<&'static str, (u64, u64)>>,
@@ -300,8 +326,21 @@ impl World {
             Op::Prove => {
                 self.prove();
             }
+            Op::Break { watcher } => {
+                let resource = WATCHERS[usize::from(watcher)];
+                if self.verdicts.broken.lock().unwrap().insert(resource.into()) {
+                    self.collector.note_watch_behind(resource, true);
+                }
+            }
+            Op::Resume { watcher } => self.resume(WATCHERS[usize::from(watcher)]),
         }
         self.observe_changes();
+    }
+
+    fn resume(&mut self, resource: &str) {
+        if self.verdicts.broken.lock().unwrap().remove(resource) {
+            self.collector.note_watch_behind(resource, false);
+        }
     }
 
     /// Turns what changed in the cluster since the last call into pending watch events.
@@ -332,13 +371,22 @@ impl World {
         self.seen = now;
     }
 
-    /// Ingests up to `n` pending events, as the graph builder would.
+    /// Ingests up to `n` pending events, as the graph builder would; those of a broken
+    /// watcher stay pending.
     fn deliver(&mut self, n: usize) {
-        let n = n.min(self.pending.len());
-        if n == 0 {
+        let broken = self.verdicts.broken.lock().unwrap().clone();
+        let watched = |e: &Event| {
+            e.is_virtual || !broken.contains(&slot_resource_of(&e.object_type).resource)
+        };
+        let mut batch = Vec::new();
+        let mut kept = Vec::new();
+        for e in self.pending.drain(..) {
+            if batch.len() < n && watched(&e) { batch.push(e) } else { kept.push(e) }
+        }
+        self.pending = kept;
+        if batch.is_empty() {
             return;
         }
-        let batch: Vec<Event> = self.pending.drain(..n).collect();
         let out = self.ingester.ingest(&batch);
         assert!(out.errors.is_empty(), "{:?}", out.errors);
         self.collector.apply_ingest_output(out);
@@ -371,8 +419,12 @@ impl World {
         round.lists + round.handed_back != 0
     }
 
-    /// Delivers everything and runs the workers until nothing is left to do.
+    /// Resumes every watcher, delivers everything and runs the workers until nothing is left
+    /// to do.
     fn quiesce(&mut self) -> Result<(), String> {
+        for resource in WATCHERS {
+            self.resume(resource);
+        }
         for _ in 0..2000 {
             self.deliver(usize::MAX);
             let worked = self.work_one();
@@ -556,10 +608,14 @@ fn judge_patch(
     let known_blocking: HashSet<Uid> = graph.blocking_dependents(owner_uid).into_iter().collect();
     let known = |uid: &str| known_dependents.contains(&Uid::parse(uid));
     let known_blocking = |uid: &str| known_blocking.contains(&Uid::parse(uid));
+    let mut behind = Vec::new();
     let dependents: Vec<(ObjectMeta, OwnerReference)> = cluster
         .objects()
         .into_iter()
-        .flat_map(|(_, d)| {
+        .flat_map(|(res, d)| {
+            if verdicts.broken.lock().unwrap().contains(&res.resource) {
+                behind.push(d.name.clone());
+            }
             let refs: Vec<_> =
                 d.owner_references.iter().filter(|r| r.uid == item.uid).cloned().collect();
             refs.into_iter().map(move |r| (d.clone(), r))
@@ -572,6 +628,15 @@ fn judge_patch(
         if f == ORPHAN {
             if let Some((d, _)) = dependents.iter().find(|(d, _)| known(&d.uid)) {
                 return Err(format!("removed `orphan` while {} still refers to it", d.name));
+            }
+            // Not in the graph because its watcher is down (not merely in flight): kube-gc
+            // waits for the watcher (`collector::lagging_watchers`), where upstream would
+            // leave the dependent to be collected.
+            if let Some((d, _)) = dependents.iter().find(|(d, _)| behind.contains(&d.name)) {
+                return Err(format!(
+                    "removed `orphan` while {} refers to it, unseen: its watcher is down",
+                    d.name
+                ));
             }
             verdicts.orphaned.lock().unwrap().insert(item.uid.clone());
         } else if let Some((d, _)) = dependents
@@ -714,11 +779,14 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     let mut totals: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
     // Owners proven absent by a list, and deletions in histories where a list proved one.
     let (mut proven, mut deletes_after_proofs) = (0, 0);
+    // Orphanings held while a watcher was down.
+    let mut held = 0;
     for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
         let mut world = World::new();
         run_in(&mut world, &history).unwrap();
         let by_list = world.collector.stats().proven_absent.load(Ordering::Relaxed);
+        held += world.collector.stats().orphans_held_for_watchers.load(Ordering::Relaxed);
         proven += by_list;
         for (kind, (n, lagging)) in world.verdicts.judged.lock().unwrap().iter() {
             let t = totals.entry(kind).or_default();
@@ -734,6 +802,7 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
         "owners proven absent by lists: {proven}; deletions after them: {deletes_after_proofs}"
     );
     assert!(proven > 0 && deletes_after_proofs > 0, "no history proved an owner absent by a list");
+    assert!(held > 0, "no history held an orphaning for a broken watch");
     for kind in [
         "delete background",
         "delete foreground",

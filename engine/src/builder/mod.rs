@@ -131,17 +131,21 @@ impl<C: Cluster> GraphBuilder<C> {
         events.extend(self.graph_changes.drain(usize::MAX));
         events.reserve(batches.iter().map(|b| b.notifications.len()).sum());
         let mut listed = Vec::new();
+        let mut lag_changes = Vec::new();
         for batch in batches {
             let WatchBatch { source, notifications } = batch;
             let current =
                 self.stores.get(&source.resource).is_none_or(|(g, _)| *g <= source.generation);
             let mut throwaway;
+            let mut was_behind = false;
             let store = if current {
                 let entry = self
                     .stores
                     .entry(source.resource.clone())
                     .or_insert_with(|| (source.generation, ResourceStore::new(source.object_type)));
+                was_behind = entry.1.is_behind();
                 if entry.0 != source.generation {
+                    // A new run starts in warm-up: the old one's lag (if any) ends with it.
                     *entry = (source.generation, ResourceStore::new(source.object_type));
                 }
                 &mut entry.1
@@ -154,9 +158,17 @@ impl<C: Cluster> GraphBuilder<C> {
                     listed.push(source.clone());
                 }
             }
+            if current && store.is_behind() != was_behind {
+                lag_changes.push((source.resource, store.is_behind()));
+            }
         }
         let mut done = self.apply(&events);
         self.recycle(events);
+        // After the apply: a watcher is back in step only once what it sent before is in the
+        // graph (see `collector::lagging_watchers`).
+        for (resource, behind) in lag_changes {
+            self.collector.note_watch_behind(&resource, behind);
+        }
         for source in &listed {
             // Now in the graph: its virtual owners may be proven absent by a list (warm-up
             // included), at a cost its size tells.
@@ -219,6 +231,9 @@ impl<C: Cluster> GraphBuilder<C> {
         if self.stores.get(&source.resource).is_some_and(|(g, _)| *g <= source.generation) {
             self.stores.remove(&source.resource);
             self.collector.note_unlisted(source.object_type);
+            // A stopped watcher holds no orphaning (its resource is gone, or a new run of it
+            // starts in warm-up).
+            self.collector.note_watch_behind(&source.resource, false);
         }
     }
 

@@ -38,6 +38,12 @@ pub enum Notification {
     Applied(ObjectMeta),
     /// An object was deleted (watch), in its last state.
     Deleted(ObjectMeta),
+    /// The watch broke (a failed request, a cut stream): changes are missed until it resumes
+    /// or a relist completes. No graph event; the watcher counts as behind (see
+    /// [`ResourceStore::is_behind`]).
+    Interrupted,
+    /// A watch is open again, from the last resourceVersion sent: what was missed follows.
+    Resumed,
 }
 
 /// What the store remembers of an object being deleted.
@@ -56,6 +62,10 @@ pub struct ResourceStore {
     emitted: EmittedUids,
     /// The list in progress, if any.
     list: Option<ListInProgress>,
+    /// Whether a list completed (the watcher synced once).
+    synced: bool,
+    /// Whether the watcher, synced once, is behind the API server (see [`Self::is_behind`]).
+    behind: bool,
 }
 
 /// A list under way.
@@ -76,7 +86,16 @@ impl ResourceStore {
             deleting: UidMap::default(),
             emitted: EmittedUids::new(),
             list: None,
+            synced: false,
+            behind: false,
         }
+    }
+
+    /// Whether the watcher synced once and is behind the API server since: its watch broke
+    /// and has not resumed, or it is relisting. A watcher that never synced is not "behind":
+    /// its first list is warm-up's business.
+    pub fn is_behind(&self) -> bool {
+        self.behind
     }
 
     /// How many objects the store holds. A list's objects count once it is complete.
@@ -102,6 +121,7 @@ impl ResourceStore {
                 }
                 let relist = !self.emitted.is_empty();
                 self.list = Some(ListInProgress { listing: Listing::default(), relist });
+                self.behind = self.synced;
                 false
             }
             Notification::Listed(meta) => {
@@ -134,6 +154,8 @@ impl ResourceStore {
                     }
                     None => {}
                 }
+                self.synced = true;
+                self.behind = false;
                 true
             }
             Notification::Applied(meta) => {
@@ -151,6 +173,15 @@ impl ResourceStore {
                 self.deleting.remove(&uid);
                 self.emitted.remove(&uid);
                 out.push(Event::new(EventType::Delete, ty, meta));
+                false
+            }
+            Notification::Interrupted => {
+                self.behind = self.synced;
+                false
+            }
+            Notification::Resumed => {
+                // A relist under way is still behind until its end.
+                self.behind &= self.list.is_some();
                 false
             }
         }
@@ -223,6 +254,27 @@ mod tests {
             .filter(|e| e.event_type == EventType::Delete)
             .map(|e| e.object.uid.clone())
             .collect()
+    }
+
+    #[test]
+    fn behind_from_a_break_or_a_relist_of_a_synced_watcher_until_it_resumes_or_relisted() {
+        use Notification::*;
+        let mut s = store();
+        let mut out = Vec::new();
+        let mut step = |s: &mut ResourceStore, n: Notification| {
+            s.on_notification(n, &mut out);
+            s.is_behind()
+        };
+        // Before the first list ends, nothing is behind (warm-up's business).
+        assert!(!step(&mut s, ListStarted));
+        assert!(!step(&mut s, Interrupted));
+        assert!(!step(&mut s, ListDone));
+        assert!(step(&mut s, Interrupted));
+        assert!(step(&mut s, Applied(meta("a", false, &[]))), "an event alone is not a resume");
+        assert!(!step(&mut s, Resumed));
+        assert!(step(&mut s, ListStarted), "a relist");
+        assert!(step(&mut s, Resumed), "a resume inside a relist does not end it");
+        assert!(!step(&mut s, ListDone));
     }
 
     #[test]
@@ -340,6 +392,7 @@ mod tests {
                     self.emitted.remove(&m.uid);
                     vec![m.uid.clone()]
                 }
+                Notification::Interrupted | Notification::Resumed => vec![],
             }
         }
     }
@@ -353,6 +406,8 @@ mod tests {
             4 => uid().prop_map(Notification::Listed),
             2 => uid().prop_map(Notification::Applied),
             2 => uid().prop_map(Notification::Deleted),
+            1 => Just(Notification::Interrupted),
+            1 => Just(Notification::Resumed),
         ]
     }
 

@@ -4,9 +4,11 @@
 //! Upstream: `garbagecollector.go` (`attemptToOrphanWorker`, `orphanDependents`);
 //! GC-SPEC.md §4.
 
+use std::sync::atomic::Ordering;
+
 use futures_util::future::join_all;
 
-use super::{Collector, ItemError, Outcome};
+use super::{Admission, Collector, ItemError, Outcome};
 use crate::cluster::{Cluster, ClusterError};
 use crate::graph::NodeKey;
 use crate::identity::ObjectReference;
@@ -18,7 +20,7 @@ impl<C: Cluster> Collector<C> {
         if self.is_warming_up() {
             // Orphaning patches the dependents the graph knows: wait until it knows them all.
             self.deferred_orphans.lock().push(key);
-            self.stats.deferred_until_synced.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.stats.deferred_until_synced.fetch_add(1, Ordering::Relaxed);
             if !self.is_warming_up() {
                 self.finish_warm_up();
             }
@@ -26,6 +28,24 @@ impl<C: Cluster> Collector<C> {
         }
         // The owner as the graph knows it; a node gone from the graph has nothing to orphan.
         let Some(owner) = self.graph.node(key.uid) else { return Outcome::Forget };
+        // Divergence from upstream, which orphans whatever its informers have delivered: while
+        // a watcher that had synced is behind (its watch broke, it relists), the dependents it
+        // missed are not in the graph, would keep their reference and be collected once seen.
+        // Wait for it, within the catch-up timeout (see `LaggingWatchers`). Before the owner's
+        // live read, so that the read is as new as the graph the dependents come from.
+        match self.lagging.admit(key, std::time::Instant::now()) {
+            Admission::Proceed => {}
+            Admission::Hold(at_most) => {
+                tracing::debug!(owner = %owner.identity, behind = ?self.watchers_behind(), "a watcher is behind, orphaning waits for it");
+                self.stats.orphans_held_for_watchers.fetch_add(1, Ordering::Relaxed);
+                self.attempt_to_orphan.add_after(key, at_most);
+                return Outcome::Forget;
+            }
+            Admission::ProceedPastTimeout(behind) => {
+                tracing::warn!(owner = %owner.identity, ?behind, timeout = ?self.lagging.timeout(), "orphaning although watchers are still behind after the catch-up timeout: dependents they have not delivered keep their reference");
+                self.stats.orphans_past_catch_up_timeout.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         // Divergence from upstream, which orphans on its graph's word alone: the owner is read
         // live first, and orphaned only if it still asks for it (being deleted, `orphan`
         // finalizer, same UID). A user may have deleted it again with another policy since

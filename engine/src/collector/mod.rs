@@ -22,6 +22,7 @@ pub mod absence_proofs;
 mod attempt_to_delete;
 mod attempt_to_orphan;
 mod classify;
+pub mod lagging_watchers;
 mod operations;
 pub mod orphaned_owners;
 
@@ -44,6 +45,7 @@ use crate::sync::{Arc, Mutex};
 pub use absence_proofs::{ProofRound, ProofWaits};
 pub use attempt_to_delete::DeleteItemResult;
 pub(crate) use attempt_to_delete::{OwnerClasses, Verdict};
+pub use lagging_watchers::{Admission, LaggingWatchers};
 pub use orphaned_owners::OrphanedOwners;
 
 /// What a worker does with an item after processing it (upstream's `forgetItem` /
@@ -164,6 +166,11 @@ pub struct CollectorStats {
     pub late_orphans: AtomicU64,
     /// Items deferred until synced ([`CollectorOptions::early_collection`]).
     pub deferred_until_synced: AtomicU64,
+    /// Orphanings held while a watcher was behind ([`LaggingWatchers`]).
+    pub orphans_held_for_watchers: AtomicU64,
+    /// Orphanings that went ahead although a watcher had been behind for longer than the
+    /// catch-up timeout.
+    pub orphans_past_catch_up_timeout: AtomicU64,
     /// Owner lookups answered by a concurrent worker's identical request.
     pub owner_lookups_shared: AtomicU64,
     /// Item GETs saved by [`CollectorOptions::read_items_from_graph`].
@@ -235,6 +242,8 @@ pub struct Collector<C> {
     stale_copies: Mutex<std::collections::HashSet<NodeKey>>,
     /// Owners this collector orphaned, whose late-seen dependents keep living.
     orphaned: Arc<OrphanedOwners>,
+    /// Watchers behind the API server, and the orphanings waiting for them.
+    lagging: LaggingWatchers,
     /// Virtual owners waiting for a proof list.
     proofs: Mutex<absence_proofs::Proofs>,
     /// The last error of each item being retried (bounded), for `inspect::explain`.
@@ -280,6 +289,7 @@ impl<C: Cluster> Collector<C> {
             inflight: Mutex::default(),
             stale_copies: Mutex::default(),
             orphaned: Arc::new(OrphanedOwners::new(orphaned_owners::DEFAULT_CAPACITY)),
+            lagging: LaggingWatchers::new(lagging_watchers::DEFAULT_CATCH_UP_TIMEOUT),
             proofs: Mutex::new(absence_proofs::Proofs::new()),
             last_errors: Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(LAST_ERRORS).expect("non-zero"),
@@ -304,6 +314,35 @@ impl<C: Cluster> Collector<C> {
     pub fn with_orphaned_owners_capacity(mut self, capacity: usize) -> Self {
         self.orphaned = Arc::new(OrphanedOwners::new(capacity));
         self
+    }
+
+    /// Sets how long an orphaning waits for a watcher that fell behind (see
+    /// [`LaggingWatchers`]; default [`lagging_watchers::DEFAULT_CATCH_UP_TIMEOUT`], zero for
+    /// upstream's behaviour: no wait).
+    #[must_use]
+    pub fn with_catch_up_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.lagging = LaggingWatchers::new(timeout);
+        self
+    }
+
+    /// Notes that `resource`'s watcher fell behind the API server (`behind`), or is back in
+    /// step with it (or stopped). Called by the graph builder: "back" only once everything the
+    /// watcher sent before is applied to the graph. The orphanings held for it are queued again
+    /// when no watcher is behind.
+    pub fn note_watch_behind(&self, resource: &str, behind: bool) {
+        let now = Instant::now();
+        if behind {
+            self.lagging.fall_behind(resource, now);
+            return;
+        }
+        for owner in self.lagging.catch_up(resource, now) {
+            self.attempt_to_orphan.add(owner);
+        }
+    }
+
+    /// The resources whose watcher is behind, with for how long.
+    pub fn watchers_behind(&self) -> Vec<(String, std::time::Duration)> {
+        self.lagging.behind(Instant::now())
     }
 
     /// Why the last attempt on the object `uid` failed, while it is being retried (the most

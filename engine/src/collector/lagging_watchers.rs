@@ -1,0 +1,199 @@
+//! Watchers that fell behind the API server, and the orphanings that wait for them.
+//!
+//! Orphaning removes an owner from the dependents its graph knows, then the owner's `orphan`
+//! finalizer; the API server then deletes the owner. A dependent the graph does not know keeps
+//! its reference, and once it is seen, its owner is absent and it is collected: the opposite of
+//! what the user asked for. Upstream lives with this race (#26120), and it is not only a
+//! dependent "still in flight": a watcher whose watch broke (a cut connection, a 429, a 410 and
+//! its relist) misses every change until it is back, for as long as its backoff lasts (up to
+//! 30 s). kube-gc's [`OrphanedOwners`](super::OrphanedOwners) memory removes the reference of
+//! such a late dependent instead, but that memory is in the process: a restart in between loses
+//! it, and the new process collects the dependent (chaos seed 1740 did, 5 runs in 100).
+//!
+//! So an orphaning waits while a watcher that had synced is behind: its watch broke and has not
+//! resumed, or it is relisting. The graph builder says when a watcher falls behind and when it
+//! is back ([`Notification::Interrupted`], `ListStarted`, [`Notification::Resumed`],
+//! `ListDone`), and says it back only after applying everything that watcher sent before. The
+//! held owners are queued again as soon as no watcher is behind.
+//!
+//! # Why it is safe, and what it does not close
+//!
+//! Waiting writes nothing: it delays the orphan finalizer's removal, a write upstream would
+//! make, and every decision after the wait reads the owner live again. It only narrows the race
+//! to what no metadata watch of a v1.20 API server can tell: an event already sent by the
+//! server but not yet applied to the graph (milliseconds on a live stream, a resumed watch's
+//! backlog included), and a dependent written after the owner's live read. Those are covered by
+//! the in-process memory, as before.
+//!
+//! # Liveness
+//!
+//! A watcher can stay behind for ever (its resource's list is forbidden, a broken aggregated
+//! API). Past the catch-up timeout from when it fell behind, it holds no orphaning: kube-gc then
+//! proceeds as upstream does and says so in its log. A watcher that never synced holds nothing
+//! here: warm-up and `--initial-sync-timeout` already cover it. A stopped watcher (its resource
+//! gone) holds nothing either.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use crate::graph::NodeKey;
+use crate::sync::Mutex;
+
+/// How long an orphaning waits for a watcher that fell behind, by default.
+pub const DEFAULT_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What an orphaning may do now.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Admission {
+    /// No watcher is behind: go ahead.
+    Proceed,
+    /// Some watchers are behind, each for longer than the timeout: go ahead (upstream's
+    /// behaviour), naming them.
+    ProceedPastTimeout(Vec<String>),
+    /// A watcher is behind: the owner is held, and queued again when no watcher is behind, or
+    /// after this long at the latest (when the last of them reaches its timeout).
+    Hold(Duration),
+}
+
+/// The resources whose watcher is behind, and the owners held for them (one lock for both, so
+/// that an owner held just as the last watcher catches up is never left behind).
+#[derive(Debug)]
+pub struct LaggingWatchers {
+    timeout: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Each resource behind, and since when.
+    behind: HashMap<String, Instant>,
+    /// Owners held until no watcher is behind.
+    held: HashSet<NodeKey>,
+}
+
+impl LaggingWatchers {
+    /// None behind; orphanings wait at most `timeout` for a watcher (zero: never wait, as
+    /// upstream).
+    pub fn new(timeout: Duration) -> LaggingWatchers {
+        LaggingWatchers { timeout, state: Mutex::new(State::default()) }
+    }
+
+    /// How long an orphaning waits at most for a watcher.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Notes that `resource`'s watcher is behind (from `now`, unless it already was).
+    pub fn fall_behind(&self, resource: &str, now: Instant) {
+        let mut state = self.state.lock();
+        if !state.behind.contains_key(resource) {
+            state.behind.insert(resource.to_owned(), now);
+        }
+    }
+
+    /// Notes that `resource`'s watcher caught up (or stopped); returns the owners to queue
+    /// again, if no other watcher still holds them.
+    #[must_use = "the owners returned must be queued again"]
+    pub fn catch_up(&self, resource: &str, now: Instant) -> Vec<NodeKey> {
+        let mut state = self.state.lock();
+        if state.behind.remove(resource).is_none() {
+            return Vec::new();
+        }
+        if self.holding_for(&state, now).is_some() {
+            return Vec::new();
+        }
+        state.held.drain().collect()
+    }
+
+    /// Whether the orphaning of `owner` may go ahead at `now`; if not, `owner` is held.
+    pub fn admit(&self, owner: NodeKey, now: Instant) -> Admission {
+        let mut state = self.state.lock();
+        if state.behind.is_empty() || self.timeout.is_zero() {
+            return Admission::Proceed;
+        }
+        if let Some(remaining) = self.holding_for(&state, now) {
+            state.held.insert(owner);
+            return Admission::Hold(remaining);
+        }
+        let mut late: Vec<String> = state.behind.keys().cloned().collect();
+        late.sort();
+        Admission::ProceedPastTimeout(late)
+    }
+
+    /// The resources behind, with how long each has been.
+    pub fn behind(&self, now: Instant) -> Vec<(String, Duration)> {
+        let state = self.state.lock();
+        let mut behind: Vec<_> = (state.behind.iter())
+            .map(|(r, since)| (r.clone(), now.saturating_duration_since(*since)))
+            .collect();
+        behind.sort();
+        behind
+    }
+
+    /// How long until the last watcher still within its timeout reaches it, if any is.
+    fn holding_for(&self, state: &State, now: Instant) -> Option<Duration> {
+        (state.behind.values())
+            .map(|since| self.timeout.saturating_sub(now.saturating_duration_since(*since)))
+            .filter(|remaining| !remaining.is_zero())
+            .max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Uid;
+
+    fn key(n: u128) -> NodeKey {
+        NodeKey { uid: Uid::from_u128(n), incarnation: 0 }
+    }
+
+    #[test]
+    fn holds_owners_while_a_watcher_is_behind_and_releases_them_when_none_is() {
+        let lag = LaggingWatchers::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        assert_eq!(lag.admit(key(1), t0), Admission::Proceed);
+        lag.fall_behind("configmaps", t0);
+        lag.fall_behind("pods", t0 + Duration::from_secs(10));
+        // Held until the later deadline at the latest.
+        let t10 = t0 + Duration::from_secs(10);
+        assert_eq!(lag.admit(key(1), t10), Admission::Hold(Duration::from_secs(60)));
+        assert_eq!(lag.admit(key(2), t10), Admission::Hold(Duration::from_secs(60)));
+        // Falling behind again does not move the start.
+        lag.fall_behind("configmaps", t0 + Duration::from_secs(5));
+        assert_eq!(
+            lag.behind(t0 + Duration::from_secs(10))[0],
+            ("configmaps".into(), Duration::from_secs(10))
+        );
+        // One catches up: the other still holds them.
+        assert!(lag.catch_up("configmaps", t0).is_empty());
+        let mut released = lag.catch_up("pods", t0);
+        released.sort();
+        assert_eq!(released, vec![key(1), key(2)]);
+        assert_eq!(lag.admit(key(1), t0), Admission::Proceed);
+        // A resource that was not behind releases nothing.
+        assert!(lag.catch_up("pods", t0).is_empty());
+    }
+
+    #[test]
+    fn a_watcher_behind_past_the_timeout_holds_nothing() {
+        let lag = LaggingWatchers::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        lag.fall_behind("widgets", t0);
+        let late = t0 + Duration::from_secs(60);
+        assert_eq!(lag.admit(key(1), late), Admission::ProceedPastTimeout(vec!["widgets".into()]));
+        // Another one falling behind holds again, for its own time.
+        lag.fall_behind("pods", late);
+        assert_eq!(lag.admit(key(1), late), Admission::Hold(Duration::from_secs(60)));
+        // Past its timeout, the first no longer keeps owners held when the second catches up.
+        assert_eq!(lag.catch_up("pods", late), vec![key(1)]);
+    }
+
+    #[test]
+    fn a_zero_timeout_never_holds() {
+        let lag = LaggingWatchers::new(Duration::ZERO);
+        let t0 = Instant::now();
+        lag.fall_behind("pods", t0);
+        assert_eq!(lag.admit(key(1), t0), Admission::Proceed);
+    }
+}
