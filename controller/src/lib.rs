@@ -48,6 +48,8 @@ pub mod run;
 pub mod serving;
 pub mod shadow;
 pub mod standalone;
+#[cfg(test)]
+mod test_server;
 pub mod watchers;
 pub mod workers;
 

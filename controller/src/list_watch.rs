@@ -20,6 +20,10 @@
 //!   event), and every failure counts in `kube_gc_watch_errors_total`.
 //! - **No event is lost at a resume:** what was decoded is sent before the next request, and the
 //!   resourceVersion a watch resumes from is that of the last event sent.
+//! - **A broken watch says so:** [`Notification::Interrupted`] when a watch fails, and
+//!   [`Notification::Resumed`] once a new one is seen to work (its first events, or
+//!   [`RESUMED_AFTER_QUIET`] open and silent), so that orphanings wait for what it missed
+//!   (`kube_gc_engine::collector::lagging_watchers`).
 //!
 //! Each response is read by its `Content-Type`: protobuf ([`kube_gc_wire`]) or, from a server
 //! that cannot encode metadata as protobuf, JSON (the same lean decoder as kube-rs's path,
@@ -179,9 +183,12 @@ pub(crate) async fn run(
             on_synced();
         }
         backoff.reset();
+        // Whether a watch broke and none has resumed since (a relist's end says in step too).
+        let mut interrupted = false;
         loop {
-            let watched =
-                watch(&client, &request, &mut resource_version, &mut out, &mut backoff).await;
+            let mut stream = WatchStream { resource_version: &mut resource_version, interrupted };
+            let watched = watch(&client, &request, &mut stream, &mut out, &mut backoff).await;
+            interrupted = stream.interrupted;
             if out.flush().await.is_err() {
                 return;
             }
@@ -194,6 +201,14 @@ pub(crate) async fn run(
                 Ok(Err(failure)) => {
                     tracing::warn!(resource = %key, error = %failure, "watch failed, retrying with backoff");
                     metrics.watch_errors.inc();
+                    if !interrupted {
+                        // Behind from now on: orphanings wait for what this watch misses.
+                        interrupted = true;
+                        let sent = out.push(Notification::Interrupted).await;
+                        if sent.is_err() || out.flush().await.is_err() {
+                            return;
+                        }
+                    }
                     tokio::time::sleep(backoff.step()).await;
                 }
                 Err(Closed) => return,
@@ -293,18 +308,44 @@ async fn fetch_page(
     Ok(decoder.finish().map_err(Failure::from))
 }
 
-/// Watches from `resource_version` into `out` until the server ends the stream (`Ok`) or it
-/// fails; `resource_version` follows every event pushed.
+/// Where a watch resumes from, and whether the one before broke.
+struct WatchStream<'a> {
+    /// Follows every event pushed.
+    resource_version: &'a mut String,
+    /// Set while the watch is behind (the last one broke); cleared, with
+    /// [`Notification::Resumed`] pushed, once this one is seen to work.
+    interrupted: bool,
+}
+
+impl WatchStream<'_> {
+    /// A broken watch works again: says so after what it delivered so far.
+    async fn resumed(&mut self, out: &mut Outbox) -> Result<(), Closed> {
+        if std::mem::take(&mut self.interrupted) {
+            out.push(Notification::Resumed).await?;
+            out.flush().await?;
+        }
+        Ok(())
+    }
+}
+
+/// After a broken watch, how long a new one must stay open and silent to count as working
+/// (the first chunk of events counts sooner). A server that accepts the watch and then
+/// refuses it (a 410 Gone as an ERROR event) does so at once: a watcher told "back in step"
+/// before that would be back behind a moment later, and an orphaning let through in between.
+const RESUMED_AFTER_QUIET: Duration = Duration::from_millis(250);
+
+/// Watches from `stream.resource_version` into `out` until the server ends the stream (`Ok`)
+/// or it fails.
 async fn watch(
     client: &Client,
     request: &Request,
-    resource_version: &mut String,
+    stream: &mut WatchStream<'_>,
     out: &mut Outbox,
     backoff: &mut Backoff,
 ) -> Result<Result<(), Failure>, Closed> {
     let params =
         WatchParams { timeout: Some(WATCH_TIMEOUT_SECONDS), bookmarks: true, ..Default::default() };
-    let mut req = match request.watch(&params, resource_version) {
+    let mut req = match request.watch(&params, stream.resource_version) {
         Ok(req) => req,
         Err(e) => return Ok(Err(Failure::Other(e.to_string()))),
     };
@@ -317,15 +358,25 @@ async fn watch(
     let mut body = body.into_data_stream();
     let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS.into()) + WATCH_IDLE_MARGIN;
     loop {
-        let chunk = match tokio::time::timeout(idle, body.next()).await {
+        let wait = if stream.interrupted { RESUMED_AFTER_QUIET } else { idle };
+        let chunk = match tokio::time::timeout(wait, body.next()).await {
+            Err(_) if stream.interrupted => {
+                // Open and silent: nothing was missed, or the server would be sending it.
+                stream.resumed(out).await?;
+                continue;
+            }
             Err(_) | Ok(None) => return Ok(Ok(())),
             Ok(Some(Err(e))) => return Ok(Err(Failure::Other(e.to_string()))),
             Ok(Some(Ok(chunk))) => chunk,
         };
         decoder.push(&chunk);
+        let mut decoded = false;
         loop {
             let event = match decoder.next_event() {
-                Ok(Some(event)) => event,
+                Ok(Some(event)) => {
+                    decoded = true;
+                    event
+                }
                 Ok(None) => break,
                 Err(failure) => return Ok(Err(failure)),
             };
@@ -356,10 +407,14 @@ async fn watch(
                     return Ok(Err(Failure::Other("an ERROR event holding an object".into())));
                 }
             }
-            *resource_version = next_version;
+            *stream.resource_version = next_version;
             backoff.reset();
         }
         out.flush().await?;
+        if decoded {
+            // Events flow (what was missed first): the watch works.
+            stream.resumed(out).await?;
+        }
     }
 }
 

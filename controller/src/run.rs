@@ -149,7 +149,8 @@ impl Controller {
                 read_items_from_graph: flags.read_items_from_graph,
                 bulk_absence_proof: flags.bulk_absence_proof,
             })
-            .with_orphaned_owners_capacity(flags.orphaned_owners_memory),
+            .with_orphaned_owners_capacity(flags.orphaned_owners_memory)
+            .with_catch_up_timeout(flags.orphan_catch_up_timeout),
         );
         let sync = Arc::new(SyncState::default());
         let ready = Arc::new(AtomicBool::new(false));

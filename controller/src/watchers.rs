@@ -105,6 +105,10 @@ pub async fn run_watcher(
     let started = std::time::Instant::now();
     let mut listed = false;
     let mut from_cache = list_from_watch_cache;
+    // Whether the watch broke and no event has come since. kube-rs's watcher says nothing when
+    // its watch is open again, so on this path a watcher is back in step at its next event (or
+    // its relist's end): an idle one holds orphanings until the catch-up timeout.
+    let mut interrupted = false;
     'streams: loop {
         let config = watcher_config(from_cache);
         let mut stream =
@@ -126,11 +130,20 @@ pub async fn run_watcher(
                             listed = true;
                             metrics.set_warmup_seconds(&key, started.elapsed().as_secs_f64());
                         }
+                        let event =
+                            matches!(n, Notification::Applied(_) | Notification::Deleted(_));
+                        if std::mem::take(&mut interrupted) && event {
+                            notifications.push(Notification::Resumed);
+                        }
                         notifications.push(n);
                     }
                     Err(e) => {
                         tracing::warn!(resource = %key, error = %e, "watch failed, retrying with backoff");
                         metrics.watch_errors.inc();
+                        if !interrupted {
+                            interrupted = true;
+                            notifications.push(Notification::Interrupted);
+                        }
                     }
                 }
             }
@@ -153,6 +166,32 @@ pub async fn run_watcher(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_server::{
+        Script, configmaps, failure_reply, json_object, list_reply, names_of, watch_reply,
+        watcher_options,
+    };
+
+    /// kube-rs's watcher says nothing when its watch is open again: a broken watch is back at
+    /// its next event, which comes after the resumption.
+    #[tokio::test(start_paused = true)]
+    async fn a_broken_kube_rs_watch_is_interrupted_until_its_next_event() {
+        let replies = vec![
+            list_reply("5", &["a"]),
+            failure_reply(500),
+            watch_reply(&[("ADDED", json_object("b", "6"))]),
+        ];
+        let client = Client::new(Script::new(replies), "default");
+        let (tx, mut rx) = mpsc::channel(64);
+        let (resource, source) = configmaps();
+        let (options, metrics) = watcher_options(ContentType::Json);
+        let task = tokio::spawn(run_watcher(client, resource, source, tx, metrics, options));
+        let seen = names_of(&mut rx, 6).await;
+        task.abort();
+        assert_eq!(
+            seen,
+            ["ListStarted", "Listed", "ListDone", "Interrupted", "Resumed", "Applied"]
+        );
+    }
 
     /// Only the first list of a `--list-from-watch-cache` watcher may come from the cache.
     #[test]

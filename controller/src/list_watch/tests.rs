@@ -2,6 +2,9 @@ use kube_gc_wire::messages::{self, PartialObjectMetadata};
 use kube_gc_wire::{Status, encode_status, encode_watch_event, enveloped};
 
 use super::*;
+use crate::test_server::{
+    Reply, Script, configmaps, failure_reply, list_reply, names_of, watch_reply, watcher_options,
+};
 use kube_gc_engine::ObjectMeta;
 
 fn object_of(event: kube_gc_wire::WatchEvent) -> Option<ObjectMeta> {
@@ -137,38 +140,8 @@ fn backoff_doubles_to_its_cap_and_resets() {
     assert_eq!(b.step(), Backoff::FIRST);
 }
 
-/// A server that answers every request with one fixed response.
-#[derive(Clone)]
-struct Answer {
-    code: u16,
-    content_type: &'static str,
-    body: Vec<u8>,
-}
-
-impl tower::Service<http::Request<Body>> for Answer {
-    type Response = http::Response<Body>;
-    type Error = std::convert::Infallible;
-    type Future = std::future::Ready<Result<http::Response<Body>, std::convert::Infallible>>;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: http::Request<Body>) -> Self::Future {
-        let response = http::Response::builder()
-            .status(self.code)
-            .header(CONTENT_TYPE, self.content_type)
-            .body(Body::from(self.body.clone()))
-            .expect("a valid response");
-        std::future::ready(Ok(response))
-    }
-}
-
-async fn failure_of(answer: Answer) -> Failure {
-    let client = Client::new(answer, "default");
+async fn failure_of(answer: Reply) -> Failure {
+    let client = Client::new(Script::new(vec![answer]), "default");
     let req = http::Request::get("/api/v1/pods").body(Vec::new()).unwrap();
     match send(&client, req).await {
         Ok(_) => panic!("an error response must fail"),
@@ -181,17 +154,89 @@ async fn failure_of(answer: Answer) -> Failure {
 #[tokio::test]
 async fn error_responses_carry_their_status_message_in_either_format() {
     let gone = Status { code: Some(410), message: Some("too old".into()), ..Default::default() };
-    let proto =
-        Answer { code: 410, content_type: kube_gc_wire::PROTOBUF, body: encode_status(&gone) };
-    assert!(matches!(failure_of(proto).await, Failure::Gone(m) if m == "too old"));
-    let json = Answer {
-        code: 403,
-        content_type: "application/json",
-        body: br#"{"kind":"Status","status":"Failure","message":"pods is forbidden","code":403}"#
-            .to_vec(),
+    let proto = Reply {
+        code: 410,
+        content_type: kube_gc_wire::PROTOBUF,
+        body: encode_status(&gone),
+        stays_open: false,
     };
+    assert!(matches!(failure_of(proto).await, Failure::Gone(m) if m == "too old"));
+    let json = Reply::json(
+        403,
+        br#"{"kind":"Status","status":"Failure","message":"pods is forbidden","code":403}"#,
+        false,
+    );
     assert!(matches!(failure_of(json).await, Failure::Other(m) if m == "403: pods is forbidden"));
     // A body that is neither still fails, with the code.
-    let garbage = Answer { code: 500, content_type: kube_gc_wire::PROTOBUF, body: b"x".to_vec() };
+    let garbage = Reply {
+        code: 500,
+        content_type: kube_gc_wire::PROTOBUF,
+        body: b"x".to_vec(),
+        stays_open: false,
+    };
     assert!(matches!(failure_of(garbage).await, Failure::Other(m) if m == "500: "));
+}
+
+/// Runs the loop against `replies` and returns the first `n` notifications it sends, in order
+/// (as their variant names).
+async fn notifications_of(replies: Vec<Reply>, n: usize) -> Vec<String> {
+    let client = Client::new(Script::new(replies), "default");
+    let (tx, mut rx) = mpsc::channel(64);
+    let (resource, source) = configmaps();
+    let (options, metrics) = watcher_options(crate::flags::ContentType::Protobuf);
+    let task = tokio::spawn(run(client, resource, source, tx, metrics, options, || {}));
+    let seen = names_of(&mut rx, n).await;
+    task.abort();
+    seen
+}
+
+/// A watch that fails says so before the backoff, and the next one that delivers events says
+/// it is back after them (what it missed is in the graph first).
+#[tokio::test(start_paused = true)]
+async fn a_broken_watch_is_interrupted_until_a_new_one_delivers() {
+    let replies = vec![
+        list_reply("5", &["a"]),
+        failure_reply(500),
+        failure_reply(429),
+        watch_reply(&[("ADDED", json_object("b", "6"))]),
+    ];
+    let seen = notifications_of(replies, 6).await;
+    assert_eq!(seen, ["ListStarted", "Listed", "ListDone", "Interrupted", "Applied", "Resumed"]);
+}
+
+/// A new watch that stays open and silent is back after a short quiet time.
+#[tokio::test(start_paused = true)]
+async fn a_silent_new_watch_resumes_after_a_quiet_time() {
+    let replies = vec![list_reply("5", &[]), failure_reply(500)];
+    let seen = notifications_of(replies, 4).await;
+    assert_eq!(seen, ["ListStarted", "ListDone", "Interrupted", "Resumed"]);
+}
+
+/// A new watch the server accepts and at once ends with 410 Gone is not a resumption: the
+/// watcher stays behind into its relist.
+#[tokio::test(start_paused = true)]
+async fn a_watch_refused_with_gone_is_no_resumption() {
+    let gone =
+        r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old","code":410}"#;
+    let replies = vec![
+        list_reply("5", &["a"]),
+        failure_reply(500),
+        watch_reply(&[("ERROR", gone.to_owned())]),
+        list_reply("9", &["a"]),
+    ];
+    let seen = notifications_of(replies, 7).await;
+    assert_eq!(
+        seen,
+        ["ListStarted", "Listed", "ListDone", "Interrupted", "ListStarted", "Listed", "ListDone"]
+    );
+}
+
+/// A watch the server ends normally (its timeout) resumes without a word: nothing was missed.
+#[tokio::test(start_paused = true)]
+async fn a_watch_the_server_ends_is_resumed_silently() {
+    let ended = Reply::json(200, "", false);
+    let replies =
+        vec![list_reply("5", &[]), ended, watch_reply(&[("ADDED", json_object("b", "6"))])];
+    let seen = notifications_of(replies, 3).await;
+    assert_eq!(seen, ["ListStarted", "ListDone", "Applied"]);
 }

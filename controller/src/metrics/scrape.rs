@@ -229,6 +229,17 @@ impl Collector for ScrapeTime {
             &unsynced,
         )?;
 
+        let behind: Vec<_> = (collector.watchers_behind().into_iter())
+            .map(|(r, for_how_long)| (vec![("resource", r)], for_how_long.as_secs_f64()))
+            .collect();
+        family(
+            e,
+            "kube_gc_watcher_behind_seconds",
+            "For each resource whose watcher synced and is behind since (its watch broken, or relisting), for how long; orphanings wait for it up to --orphan-catch-up-timeout",
+            gauge,
+            &behind,
+        )?;
+
         // The collector's API calls, by verb and purpose: a GET proves an owner absent (or
         // present), or reads an item.
         let stats = collector.stats();
@@ -280,6 +291,16 @@ impl Collector for ScrapeTime {
                 "kube_gc_deferred_until_synced",
                 "Items deferred during warm-up because their decision needs the synced graph",
                 &stats.deferred_until_synced,
+            ),
+            (
+                "kube_gc_orphans_held_for_watchers",
+                "Orphanings held while a watcher was behind (its watch broken, or relisting), until it caught up (--orphan-catch-up-timeout)",
+                &stats.orphans_held_for_watchers,
+            ),
+            (
+                "kube_gc_orphans_past_catch_up_timeout",
+                "Orphanings that went ahead with a watcher behind for longer than --orphan-catch-up-timeout (its undelivered dependents keep their reference)",
+                &stats.orphans_past_catch_up_timeout,
             ),
             (
                 "kube_gc_owner_lookups_shared",

@@ -1,0 +1,137 @@
+//! A scripted API server for the watchers' tests: each request gets the next reply.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use kube::client::Body;
+use kube_gc_engine::WatchSource;
+use kube_gc_engine::cluster::Resource;
+use tokio::sync::mpsc;
+
+use crate::batcher::WatcherMsg;
+
+/// A PartialObjectMetadata in JSON, named `name`, at resourceVersion `rv`.
+pub(crate) fn json_object(name: &str, rv: &str) -> String {
+    format!(
+        r#"{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}","resourceVersion":"{rv}"}}}}"#
+    )
+}
+
+/// One scripted response: its status, content type and body, and whether the body then stays
+/// open (a watch the server keeps).
+pub(crate) struct Reply {
+    pub(crate) code: u16,
+    pub(crate) content_type: &'static str,
+    pub(crate) body: Vec<u8>,
+    pub(crate) stays_open: bool,
+}
+
+impl Reply {
+    /// A JSON reply.
+    pub(crate) fn json(code: u16, body: impl Into<Vec<u8>>, stays_open: bool) -> Reply {
+        Reply { code, content_type: "application/json", body: body.into(), stays_open }
+    }
+}
+
+type ScriptBody = http_body_util::combinators::UnsyncBoxBody<Bytes, std::convert::Infallible>;
+
+/// A server answering requests with its replies, in order; past the last, a watch that stays
+/// open and silent.
+#[derive(Clone)]
+pub(crate) struct Script(Arc<Mutex<VecDeque<Reply>>>);
+
+impl Script {
+    pub(crate) fn new(replies: Vec<Reply>) -> Script {
+        Script(Arc::new(Mutex::new(replies.into())))
+    }
+}
+
+impl tower::Service<http::Request<Body>> for Script {
+    type Response = http::Response<ScriptBody>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<Body>) -> Self::Future {
+        use futures::stream::{self, StreamExt as _};
+        use http_body_util::{BodyExt as _, StreamBody};
+        let reply = self.0.lock().unwrap().pop_front();
+        let reply = reply.unwrap_or(Reply::json(200, "", true));
+        let frame = http_body::Frame::data(Bytes::from(reply.body));
+        let first = stream::iter([Ok::<_, std::convert::Infallible>(frame)]);
+        let body = if reply.stays_open {
+            StreamBody::new(first.chain(stream::pending())).boxed_unsync()
+        } else {
+            StreamBody::new(first).boxed_unsync()
+        };
+        let response = http::Response::builder()
+            .status(reply.code)
+            .header(CONTENT_TYPE, reply.content_type)
+            .body(body)
+            .expect("a valid response");
+        std::future::ready(Ok(response))
+    }
+}
+
+pub(crate) fn list_reply(rv: &str, names: &[&str]) -> Reply {
+    let items: Vec<String> = names.iter().map(|n| json_object(n, rv)).collect();
+    let body =
+        format!(r#"{{"metadata":{{"resourceVersion":"{rv}"}},"items":[{}]}}"#, items.join(","));
+    Reply::json(200, body, false)
+}
+
+pub(crate) fn watch_reply(events: &[(&str, String)]) -> Reply {
+    let body: String =
+        events.iter().map(|(t, o)| format!("{{\"type\":\"{t}\",\"object\":{o}}}\n")).collect();
+    Reply::json(200, body, true)
+}
+
+pub(crate) fn failure_reply(code: u16) -> Reply {
+    let body = format!(r#"{{"kind":"Status","status":"Failure","message":"no","code":{code}}}"#);
+    Reply::json(code, body, false)
+}
+
+/// The configmaps watcher's resource and first run.
+pub(crate) fn configmaps() -> (Resource, WatchSource) {
+    let source = WatchSource {
+        resource: "v1/configmaps".into(),
+        object_type: kube_gc_engine::ObjectType::new("v1", "ConfigMap"),
+        generation: 1,
+    };
+    (Resource::new("v1", "configmaps", "ConfigMap", true), source)
+}
+
+/// The first `n` notifications a watcher sends to `rx`, in order, as their variant names.
+pub(crate) async fn names_of(rx: &mut mpsc::Receiver<WatcherMsg>, n: usize) -> Vec<String> {
+    let mut seen = Vec::new();
+    while seen.len() < n {
+        let Some(WatcherMsg::Batch(batch)) = rx.recv().await else { break };
+        for notification in batch.notifications {
+            let name = format!("{notification:?}");
+            seen.push(name.split('(').next().unwrap_or_default().to_owned());
+        }
+    }
+    seen.truncate(n);
+    seen
+}
+
+/// Options for a test watcher reading `content_type` (consistent lists, small batches), and
+/// its metrics.
+pub(crate) fn watcher_options(
+    content_type: crate::flags::ContentType,
+) -> (crate::watchers::WatcherOptions, std::sync::Arc<crate::metrics::Metrics>) {
+    let options = crate::watchers::WatcherOptions {
+        batch_size: 100,
+        list_from_watch_cache: false,
+        content_type,
+    };
+    (options, Default::default())
+}
