@@ -40,7 +40,7 @@ enum Command {
 #[derive(clap::Args, Debug)]
 struct BreakdownArgs {
     /// N, the number of listed objects (WORKLOAD.md).
-    #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one())]
     objects: usize,
     /// Delivery order: owners-first, dependents-first or random.
     #[arg(long, default_value = "owners-first")]
@@ -49,7 +49,7 @@ struct BreakdownArgs {
     #[arg(long, default_value_t = 64, value_parser = power_of_two)]
     shards: usize,
     /// Events per ingested batch.
-    #[arg(long, default_value_t = 4096, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 4096, value_parser = at_least_one())]
     batch: usize,
     /// Timed runs of each measurement (the median is reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
@@ -59,7 +59,7 @@ struct BreakdownArgs {
 #[derive(clap::Args, Debug)]
 struct WarmupArgs {
     /// N, the number of listed objects (WORKLOAD.md).
-    #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one())]
     objects: usize,
     /// Delivery order: owners-first, dependents-first or random.
     #[arg(long, default_value = "owners-first")]
@@ -68,10 +68,10 @@ struct WarmupArgs {
     #[arg(long, default_value_t = 64, value_parser = power_of_two)]
     shards: usize,
     /// Events per ingested batch.
-    #[arg(long, default_value_t = 4096, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 4096, value_parser = at_least_one())]
     batch: usize,
     /// Ingestion threads (default: available cores).
-    #[arg(long, value_parser = at_least_one)]
+    #[arg(long, value_parser = at_least_one())]
     threads: Option<usize>,
     /// Timed runs of each implementation (at least 3; the median is reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..))]
@@ -80,7 +80,7 @@ struct WarmupArgs {
     #[arg(long, default_value_t = DEFAULT_SEED)]
     seed: u64,
     /// Workload namespaces.
-    #[arg(long, default_value_t = DEFAULT_NAMESPACES, value_parser = at_least_one)]
+    #[arg(long, default_value_t = DEFAULT_NAMESPACES, value_parser = at_least_one())]
     namespaces: usize,
     /// Skip the baseline (no ratio).
     #[arg(long)]
@@ -107,17 +107,13 @@ fn main() -> ExitCode {
 }
 
 /// A count that must be at least one (objects, a batch, threads, namespaces).
-fn at_least_one(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
 }
 
 /// A shard count: a power of two, as the graph requires.
 fn power_of_two(text: &str) -> Result<usize, String> {
-    let n = at_least_one(text)?;
+    let n: usize = text.parse().map_err(|e| format!("{e}"))?;
     if n.is_power_of_two() { Ok(n) } else { Err(format!("{n} is not a power of two")) }
 }
 
