@@ -81,6 +81,17 @@ impl Batcher {
     }
 }
 
+/// Whether `batch` may change which custom resources the API server serves: a
+/// CustomResourceDefinition added, changed or deleted, or a list of them complete (a relist may
+/// hold ones created while the watch was down).
+fn changes_custom_resources(batch: &WatchBatch) -> bool {
+    use kube_gc_engine::Notification::{Applied, Deleted, ListDone};
+    let ty = batch.source.object_type;
+    ty.kind() == "CustomResourceDefinition"
+        && ty.api_version().starts_with("apiextensions.k8s.io/")
+        && (batch.notifications.iter()).any(|n| matches!(n, Applied(_) | Deleted(_) | ListDone))
+}
+
 fn take(work: &mut Work, msg: WatcherMsg) {
     match msg {
         WatcherMsg::Batch(b) => work.batches.push(b),
@@ -114,6 +125,12 @@ pub async fn ingest_loop(
                 })
                 .collect(),
         };
+        if work.batches.iter().any(changes_custom_resources) {
+            // Before the batch is applied: an orphaning it queues must already wait for the
+            // discovery (see `run::DISCOVERY_BEHIND`).
+            builder.collector().note_watch_behind(crate::run::DISCOVERY_BEHIND, true);
+            sync.crd_changed();
+        }
         let started = Instant::now();
         let Ok((back, done)) = tokio::task::spawn_blocking(move || {
             let done = builder.ingest(work.batches);
@@ -158,6 +175,29 @@ pub async fn ingest_loop(
 mod tests {
     use super::*;
     use kube_gc_engine::{Event, Notification, ObjectReference, ObjectType};
+
+    #[test]
+    fn custom_resources_change_with_a_crd_event_or_list() {
+        let crds = |notifications| WatchBatch {
+            source: WatchSource {
+                resource: "apiextensions.k8s.io/v1/customresourcedefinitions".into(),
+                object_type: ObjectType::new("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+                generation: 1,
+            },
+            notifications,
+        };
+        let meta = kube_gc_engine::ObjectMeta::default;
+        assert!(changes_custom_resources(&crds(vec![Notification::Applied(meta())])));
+        assert!(changes_custom_resources(&crds(vec![Notification::Deleted(meta())])));
+        assert!(changes_custom_resources(&crds(vec![Notification::ListDone])));
+        assert!(!changes_custom_resources(&crds(vec![Notification::Listed(meta())])));
+        assert!(!changes_custom_resources(&crds(vec![Notification::Interrupted])));
+        let WatcherMsg::Batch(pods) = batch(1) else { unreachable!() };
+        assert!(!changes_custom_resources(&pods));
+        let mut widgets = crds(vec![Notification::Applied(meta())]);
+        widgets.source.object_type = ObjectType::new("example.com/v1", "CustomResourceDefinition");
+        assert!(!changes_custom_resources(&widgets), "another group's kind of the same name");
+    }
 
     fn batch(n: usize) -> WatcherMsg {
         let source = WatchSource {

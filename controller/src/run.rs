@@ -28,16 +28,41 @@ use crate::kube_cluster::KubeCluster;
 use crate::metrics::Metrics;
 use crate::watchers::{WatcherOptions, run_watcher};
 
-/// Which watchers have delivered their initial list into the graph.
+/// Which watchers have delivered their initial list into the graph, and whether discovery is
+/// behind the CustomResourceDefinitions seen.
 #[derive(Debug, Default)]
 pub struct SyncState {
     synced: std::sync::Mutex<HashSet<String>>,
     /// The run of each resource's watcher now wanted: a list of an older run does not count.
     current: std::sync::Mutex<HashMap<String, u64>>,
     changed: Notify,
+    /// CustomResourceDefinition changes seen, and the wake-up of the resync loop for them.
+    crd_changes: std::sync::atomic::AtomicU64,
+    discovery_wanted: Notify,
 }
 
+/// The pseudo-resource that is "behind" (see `Collector::note_watch_behind`) from a change to a
+/// CustomResourceDefinition until a discovery that began after it: a custom resource created
+/// meanwhile has no watcher yet, so its objects are not in the graph, and an orphaning then
+/// would leave them to be collected (upstream's monitors lag the same way, for up to its resync
+/// period).
+pub const DISCOVERY_BEHIND: &str = "discovery";
+
+/// The least time between two discoveries that CustomResourceDefinition changes call for.
+const CRD_DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
+
 impl SyncState {
+    /// A CustomResourceDefinition was added, changed or deleted (or their list ended): the
+    /// resources served may have changed, and discovery should look again soon.
+    pub(crate) fn crd_changed(&self) {
+        self.crd_changes.fetch_add(1, Ordering::AcqRel);
+        self.discovery_wanted.notify_one();
+    }
+
+    fn crd_changes(&self) -> u64 {
+        self.crd_changes.load(Ordering::Acquire)
+    }
+
     fn start(&self, source: &WatchSource) {
         let mut current = self.current.lock().expect("sync lock");
         current.insert(source.resource.clone(), source.generation);
@@ -426,25 +451,48 @@ impl Controller {
         self.start_orphan_workers();
         let mut tick = tokio::time::interval(self.flags.resync_period);
         tick.tick().await;
+        let mut last_sync = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
-                _ = tick.tick() => {
-                    // As `wait.Until`: a failing (even panicking) sync is logged and retried
-                    // next period; it never stops the loop.
-                    if let Err(panic) = AssertUnwindSafe(self.resync()).catch_unwind().await {
-                        tracing::error!(?panic, "garbage collector sync panicked; retrying next period");
-                        self.metrics.resources_sync_errors.inc();
-                        continue;
-                    }
-                    if !self.settle(self.flags.resync_period).await {
-                        tracing::warn!("timed out waiting for dependency graph builder sync during GC sync");
-                        self.metrics.resources_sync_errors.inc();
+                _ = tick.tick() => {}
+                // Not in upstream, which waits for its period: a CustomResourceDefinition
+                // changed, so look again soon (see `DISCOVERY_BEHIND`).
+                _ = self.sync.discovery_wanted.notified() => {
+                    tokio::select! {
+                        _ = &mut shutdown => break,
+                        _ = tokio::time::sleep_until(last_sync + CRD_DISCOVERY_INTERVAL) => {}
                     }
                 }
             }
+            last_sync = tokio::time::Instant::now();
+            self.sync_once().await;
         }
         self.shut_down();
+    }
+
+    /// One resync (upstream's `Sync` body) and its settling.
+    async fn sync_once(&mut self) {
+        let crd_changes = self.sync.crd_changes();
+        // As `wait.Until`: a failing (even panicking) sync is logged and retried next period;
+        // it never stops the loop.
+        match AssertUnwindSafe(self.resync()).catch_unwind().await {
+            Ok(true) if self.sync.crd_changes() == crd_changes => {
+                // Every CustomResourceDefinition seen before this discovery has its watcher
+                // now, in warm-up if new (which holds orphaning until it has synced).
+                self.collector.note_watch_behind(DISCOVERY_BEHIND, false);
+            }
+            Ok(_) => {}
+            Err(panic) => {
+                tracing::error!(?panic, "garbage collector sync panicked; retrying next period");
+                self.metrics.resources_sync_errors.inc();
+                return;
+            }
+        }
+        if !self.settle(self.flags.resync_period).await {
+            tracing::warn!("timed out waiting for dependency graph builder sync during GC sync");
+            self.metrics.resources_sync_errors.inc();
+        }
     }
 
     fn shut_down(mut self) {

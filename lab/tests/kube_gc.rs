@@ -322,3 +322,78 @@ async fn the_blast_radius_is_what_a_background_delete_removes() {
     assert!(cms.get("other").await.is_ok());
     gc.stop().await;
 }
+
+/// A custom resource created just before its owner is deleted with `orphan` is orphaned with the
+/// owner's other dependents, before the owner goes, though no periodic resync discovers it in
+/// time (`--resync-period 1h`): the CustomResourceDefinition's creation calls for a discovery,
+/// and the orphaning waits for it and for the new watcher's list (`run::DISCOVERY_BEHIND`).
+/// Without the wait, the owner would go first and only kube-gc's in-process memory of
+/// orphaned owners would save the custom resource later (a restart in between loses it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_created_just_before_an_orphan_delete_is_orphaned_first() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let sim = start().await;
+    let c = client(&sim).await;
+    let (cms, pods) = apis(&c).await;
+    let gc = Gc::start_with(&sim, &["--resync-period", "1h"]).await;
+    let owner = cms.create(&PostParams::default(), &cm("owner")).await.unwrap();
+    pods.create(&PostParams::default(), &owned_pod("pod", &owner, false)).await.unwrap();
+    eventually("kube-gc is ready", || async {
+        gc.gc.debug().ready.load(std::sync::atomic::Ordering::Acquire)
+    })
+    .await;
+
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]
+        }
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(c.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &ar);
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "widget", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid.clone().unwrap(),
+        }]}
+    }))
+    .unwrap();
+    widgets.create(&PostParams::default(), &widget).await.unwrap();
+    cms.delete("owner", &DeleteParams::orphan()).await.unwrap();
+
+    eventually("the owner goes", || gone(&cms, "owner")).await;
+    eventually("the widget is orphaned", || async {
+        widgets
+            .get("widget")
+            .await
+            .is_ok_and(|w| w.metadata.owner_references.is_none_or(|r| r.is_empty()))
+    })
+    .await;
+    let records = sim.audit().records();
+    let patched = |resource: &str, name: &str| {
+        (records.iter()).position(|r| {
+            r.verb == kube_gc_simcluster::audit::Verb::Patch
+                && r.resource == resource
+                && r.name == name
+        })
+    };
+    let widget_orphaned = patched("widgets.example.com", "widget").expect("the widget's patch");
+    let owner_gone = (records.iter())
+        .position(|r| r.resource == "configmaps" && r.name == "owner" && r.removed)
+        .expect("the owner's removal");
+    assert!(
+        widget_orphaned < owner_gone,
+        "the widget was orphaned after its owner went (records {widget_orphaned} and {owner_gone})"
+    );
+    gc.stop().await;
+}

@@ -328,7 +328,8 @@ impl<C: Cluster> Collector<C> {
     /// Notes that `resource`'s watcher fell behind the API server (`behind`), or is back in
     /// step with it (or stopped). Called by the graph builder: "back" only once everything the
     /// watcher sent before is applied to the graph. The orphanings held for it are queued again
-    /// when no watcher is behind.
+    /// when no watcher is behind. Any key works: the controller also holds orphaning under a
+    /// key of its own while discovery lags a CustomResourceDefinition change.
     pub fn note_watch_behind(&self, resource: &str, behind: bool) {
         let now = Instant::now();
         if behind {
