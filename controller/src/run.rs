@@ -48,8 +48,10 @@ pub struct SyncState {
 /// period).
 pub const DISCOVERY_BEHIND: &str = "discovery";
 
-/// The least time between two discoveries that CustomResourceDefinition changes call for.
-const CRD_DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
+/// The least time between two discoveries that CustomResourceDefinition changes call for: a
+/// cluster whose CRDs change all the time (an operator rewriting their CA bundles) costs a
+/// discovery every 5 s at most, and an orphaning waits about that long after a change.
+const CRD_DISCOVERY_INTERVAL: Duration = Duration::from_secs(5);
 
 impl SyncState {
     /// A CustomResourceDefinition was added, changed or deleted (or their list ended): the
@@ -278,6 +280,7 @@ impl Controller {
         if !found.failed.is_empty() {
             tracing::warn!(groups = ?found.failed, "failed to discover some groups");
         }
+
         if found.deletable.is_empty() {
             tracing::debug!("no resources reported by discovery, skipping garbage collector sync");
             self.metrics.resources_sync_errors.inc();
@@ -479,7 +482,9 @@ impl Controller {
         match AssertUnwindSafe(self.resync()).catch_unwind().await {
             Ok(true) if self.sync.crd_changes() == crd_changes => {
                 // Every CustomResourceDefinition seen before this discovery has its watcher
-                // now, in warm-up if new (which holds orphaning until it has synced).
+                // now, in warm-up if new (which holds orphaning until it has synced). Not
+                // waiting for groups that failed discovery: a cluster often has one down for
+                // good (an aggregated API), and every orphaning would then wait the timeout.
                 self.collector.note_watch_behind(DISCOVERY_BEHIND, false);
             }
             Ok(_) => {}
