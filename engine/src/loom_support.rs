@@ -95,6 +95,9 @@ pub enum Defect {
     QueueDoneDropsReAdd,
     /// `AbsentOwnerCache::add` inserts and evicts in two locked sections.
     AbsentOwnerCacheSplitAdd,
+    /// `LaggingWatchers::admit` decides to hold an owner under one lock and records it under a
+    /// second one, so a watcher catching up in between releases the others without it.
+    LaggingWatchersSplitHold,
 }
 
 #[cfg(feature = "loom-defects")]

@@ -7,7 +7,7 @@ use std::panic;
 
 use kube_gc_engine::loom_support::{Defect, with_defect};
 
-use crate::{absent_owner_cache, dependents, ingest_batch, queue, shard};
+use crate::{absent_owner_cache, dependents, ingest_batch, lagging_watchers, queue, shard};
 
 /// Runs `model` with `defect` on and requires loom to fail it with a message containing one of
 /// `reasons` (the assertions the defect can trip first, in loom's order of exploration).
@@ -88,6 +88,15 @@ fn absent_owner_cache_split_add_is_caught() {
         Defect::AbsentOwnerCacheSplitAdd,
         absent_owner_cache::a_hit_racing_an_add_never_makes_the_add_lost,
         &["was lost"],
+    );
+}
+
+#[test]
+fn lagging_watchers_split_hold_is_caught() {
+    caught(
+        Defect::LaggingWatchersSplitHold,
+        lagging_watchers::an_owner_held_as_the_last_watcher_catches_up_is_released,
+        &["stranded"],
     );
 }
 

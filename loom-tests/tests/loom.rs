@@ -11,6 +11,7 @@ mod fixtures;
 mod absent_owner_cache;
 mod dependents;
 mod ingest_batch;
+mod lagging_watchers;
 mod queue;
 mod shard;
 

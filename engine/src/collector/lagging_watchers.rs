@@ -112,6 +112,16 @@ impl LaggingWatchers {
             return Admission::Proceed;
         }
         if let Some(remaining) = self.holding_for(&state, now) {
+            // Seeded defect for loom-tests; never enabled in real builds: record the owner
+            // under a second lock, after the decision.
+            #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
+            if crate::loom_support::defect_active(
+                crate::loom_support::Defect::LaggingWatchersSplitHold,
+            ) {
+                drop(state);
+                self.state.lock().held.insert(owner);
+                return Admission::Hold(remaining);
+            }
             state.held.insert(owner);
             return Admission::Hold(remaining);
         }
