@@ -165,6 +165,16 @@ pub fn explanation_json(e: &Explanation) -> Value {
             ("removeForegroundFinalizer", json!({"why": "no blocking dependent is left"}))
         }
         Decision::OrphanDependents(n) => ("orphanDependents", json!({"dependents": n})),
+        Decision::WaitForWatchers(behind) => (
+            "waitForWatchers",
+            json!({
+                "watchers": behind
+                    .iter()
+                    .map(|(resource, behind)| json!({"resource": resource, "behindSeconds": behind.as_secs_f64()}))
+                    .collect::<Vec<_>>(),
+                "why": "these watchers are behind the API server: the dependents they have not delivered would be missed (waits at most --orphan-catch-up-timeout)",
+            }),
+        ),
         Decision::DeferredUntilSynced => (
             "deferredUntilSynced",
             json!({

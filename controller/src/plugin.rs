@@ -307,6 +307,15 @@ fn explain_text(e: &Value) -> String {
             detail["dependents"]
         ),
         "deferredUntilSynced" => format!("wait: {}", detail["why"].as_str().unwrap_or("")),
+        "waitForWatchers" => {
+            let watchers: Vec<String> = (detail["watchers"].as_array().into_iter().flatten())
+                .map(|w| {
+                    let seconds = w["behindSeconds"].as_f64().unwrap_or(0.0);
+                    format!("{} (behind {seconds:.0}s)", w["resource"].as_str().unwrap_or("?"))
+                })
+                .collect();
+            format!("orphan its dependents once these watchers catch up: {}", watchers.join(", "))
+        }
         other => other.to_owned(),
     };
     let _ = writeln!(out, "Next: {why}");
@@ -533,6 +542,34 @@ mod tests {
         );
         assert!(
             text.contains("Pod ns/held: being deleted; held by finalizers example.com/hold"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn explain_text_names_the_watchers_an_orphaning_waits_for() {
+        use kube_gc_engine::inspect::{Decision, Explanation};
+        let uid = "00000000-0000-4000-8000-000000000001";
+        let explanation = Explanation {
+            object: kube_gc_engine::ObjectReference::new("apps/v1", "ReplicaSet", "ns", "web", uid),
+            observed: true,
+            being_deleted: true,
+            owners: Vec::new(),
+            decision: Decision::WaitForWatchers(vec![
+                ("v1/configmaps".into(), std::time::Duration::from_millis(12_400)),
+                ("discovery".into(), std::time::Duration::from_secs(2)),
+            ]),
+            retries: 0,
+            last_error: None,
+            warming_up: false,
+            finalizers: Vec::new(),
+            live_read_error: None,
+        };
+        let text = explain_text(&explanation_json(&explanation));
+        assert!(
+            text.contains(
+                "Next: orphan its dependents once these watchers catch up: v1/configmaps (behind 12s), discovery (behind 2s)"
+            ),
             "{text}"
         );
     }

@@ -133,6 +133,24 @@ fn a_foreground_chain_is_shown_down_to_what_holds_it() {
 }
 
 #[test]
+fn an_orphaning_deletion_held_for_a_watcher_behind_names_it() {
+    let mut env = env();
+    add(&mut env, &replicasets(), meta("web", 1, vec![], &["orphan"]));
+    add(&mut env, &pods(), meta("a", 2, vec![owner("ReplicaSet", "web", 1)], &[]));
+    being_deleted(&mut env, &replicasets(), "web");
+    env.collector.note_watch_behind("v1/configmaps", true);
+    match explained(&env, 1).decision {
+        Decision::WaitForWatchers(behind) => {
+            assert_eq!(behind.len(), 1);
+            assert_eq!(behind[0].0, "v1/configmaps");
+        }
+        other => panic!("expected to wait for the configmaps watcher: {other:?}"),
+    }
+    env.collector.note_watch_behind("v1/configmaps", false);
+    assert_eq!(explained(&env, 1).decision, Decision::OrphanDependents(1));
+}
+
+#[test]
 fn an_orphaning_deletion_lists_the_dependents_it_waits_for() {
     let mut env = env();
     add(&mut env, &replicasets(), meta("web", 1, vec![], &["orphan"]));

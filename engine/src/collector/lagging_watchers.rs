@@ -130,6 +130,14 @@ impl LaggingWatchers {
         Admission::ProceedPastTimeout(late)
     }
 
+    /// The resources behind and still within the timeout (those an orphaning waits for now),
+    /// with how long each has been behind.
+    pub fn holding(&self, now: Instant) -> Vec<(String, Duration)> {
+        let mut behind = self.behind(now);
+        behind.retain(|(_, for_how_long)| !self.timeout.is_zero() && *for_how_long < self.timeout);
+        behind
+    }
+
     /// The resources behind, with how long each has been.
     pub fn behind(&self, now: Instant) -> Vec<(String, Duration)> {
         let state = self.state.lock();

@@ -346,6 +346,12 @@ impl<C: Cluster> Collector<C> {
         self.lagging.behind(Instant::now())
     }
 
+    /// The resources whose watcher an orphaning waits for now (behind, within the catch-up
+    /// timeout), with how long each has been behind.
+    pub fn watchers_holding_orphans(&self) -> Vec<(String, std::time::Duration)> {
+        self.lagging.holding(Instant::now())
+    }
+
     /// Why the last attempt on the object `uid` failed, while it is being retried (the most
     /// recent `LAST_ERRORS` items).
     pub fn last_error(&self, uid: crate::Uid) -> Option<String> {

@@ -86,6 +86,11 @@ pub enum Decision {
     RemoveForegroundFinalizer,
     /// An orphaning deletion: remove the references of these many dependents, then `orphan`.
     OrphanDependents(usize),
+    /// An orphaning deletion that waits for these watchers, behind the API server (a broken
+    /// watch, a relist, a CRD change not yet discovered), each for how long so far: the
+    /// dependents they have not delivered would be missed (see
+    /// [`LaggingWatchers`](crate::collector::LaggingWatchers)).
+    WaitForWatchers(Vec<(String, std::time::Duration)>),
     /// The decision reads the dependents set, which is complete only once every resource has
     /// synced: it waits for that.
     DeferredUntilSynced,
@@ -273,6 +278,10 @@ fn decide<C: Cluster>(
             // Being deleted with a GC finalizer and not foreground: `orphan`.
             if warming_up {
                 return Decision::DeferredUntilSynced;
+            }
+            let behind = collector.watchers_holding_orphans();
+            if !behind.is_empty() {
+                return Decision::WaitForWatchers(behind);
             }
             return Decision::OrphanDependents(graph.dependents_len(node.identity.uid));
         }
