@@ -48,9 +48,10 @@ pub struct SyncState {
 /// period).
 pub const DISCOVERY_BEHIND: &str = "discovery";
 
-/// The least time between two discoveries that CustomResourceDefinition changes call for: a
-/// cluster whose CRDs change all the time (an operator rewriting their CA bundles) costs a
-/// discovery every 5 s at most, and an orphaning waits about that long after a change.
+/// The least time between two discoveries that CustomResourceDefinition changes call for (the
+/// first is at once): a cluster whose CRDs change all the time (an operator rewriting their CA
+/// bundles) costs a discovery every 5 s at most, and an orphaning waits about that long after
+/// a change.
 const CRD_DISCOVERY_INTERVAL: Duration = Duration::from_secs(5);
 
 impl SyncState {
@@ -454,21 +455,24 @@ impl Controller {
         self.start_orphan_workers();
         let mut tick = tokio::time::interval(self.flags.resync_period);
         tick.tick().await;
-        let mut last_sync = tokio::time::Instant::now();
+        let mut last_crd_sync: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = tick.tick() => {}
                 // Not in upstream, which waits for its period: a CustomResourceDefinition
-                // changed, so look again soon (see `DISCOVERY_BEHIND`).
+                // changed, so look again now, or at most every `CRD_DISCOVERY_INTERVAL` (see
+                // `DISCOVERY_BEHIND`).
                 _ = self.sync.discovery_wanted.notified() => {
-                    tokio::select! {
-                        _ = &mut shutdown => break,
-                        _ = tokio::time::sleep_until(last_sync + CRD_DISCOVERY_INTERVAL) => {}
+                    if let Some(last) = last_crd_sync {
+                        tokio::select! {
+                            _ = &mut shutdown => break,
+                            _ = tokio::time::sleep_until(last + CRD_DISCOVERY_INTERVAL) => {}
+                        }
                     }
+                    last_crd_sync = Some(tokio::time::Instant::now());
                 }
             }
-            last_sync = tokio::time::Instant::now();
             self.sync_once().await;
         }
         self.shut_down();

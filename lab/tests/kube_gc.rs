@@ -328,7 +328,9 @@ async fn the_blast_radius_is_what_a_background_delete_removes() {
 /// time (`--resync-period 1h`): the CustomResourceDefinition's creation calls for a discovery,
 /// and the orphaning waits for it and for the new watcher's list (`run::DISCOVERY_BEHIND`).
 /// Without the wait, the owner would go first and only kube-gc's in-process memory of
-/// orphaned owners would save the custom resource later (a restart in between loses it).
+/// orphaned owners would save the custom resource later (a restart in between loses it): a
+/// discovery that a CRD change calls for comes at most every 5 s, and the CRD list at start
+/// has just called for one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resource_created_just_before_an_orphan_delete_is_orphaned_first() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -353,10 +355,15 @@ async fn a_custom_resource_created_just_before_an_orphan_delete_is_orphaned_firs
         }
     }))
     .unwrap();
-    Api::<CustomResourceDefinition>::all(c.clone())
+    let crd = Api::<CustomResourceDefinition>::all(c.clone())
         .create(&PostParams::default(), &crd)
         .await
         .unwrap();
+    // Once kube-gc has seen the CRD (its watch and the owner's are separate streams, and an
+    // orphaning decided before the CRD's event arrives is upstream's race, in flight).
+    let crd_uid = kube_gc_engine::Uid::parse(&crd.metadata.uid.unwrap());
+    eventually("kube-gc sees the CRD", || async { gc.gc.debug().graph.node(crd_uid).is_some() })
+        .await;
     let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "widgets");
     let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &ar);

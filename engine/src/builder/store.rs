@@ -42,7 +42,9 @@ pub enum Notification {
     /// or a relist completes. No graph event; the watcher counts as behind (see
     /// [`ResourceStore::is_behind`]).
     Interrupted,
-    /// A watch is open again, from the last resourceVersion sent: what was missed follows.
+    /// After `Interrupted`, a watch works again, from the last resourceVersion sent: what was
+    /// missed arrives on it (the watcher says so once it has seen the watch work, after its
+    /// first events or a quiet while, not at its mere opening).
     Resumed,
 }
 
