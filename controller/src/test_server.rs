@@ -43,6 +43,7 @@ type ScriptBody = http_body_util::combinators::UnsyncBoxBody<Bytes, std::convert
 pub(crate) struct Script(Arc<Mutex<VecDeque<Reply>>>);
 
 impl Script {
+    /// A server that answers with `replies`, in order.
     pub(crate) fn new(replies: Vec<Reply>) -> Script {
         Script(Arc::new(Mutex::new(replies.into())))
     }
@@ -81,6 +82,7 @@ impl tower::Service<http::Request<Body>> for Script {
     }
 }
 
+/// A whole list at `rv` of the objects `names` (see [`json_object`]).
 pub(crate) fn list_reply(rv: &str, names: &[&str]) -> Reply {
     let items: Vec<String> = names.iter().map(|n| json_object(n, rv)).collect();
     let body =
@@ -88,12 +90,14 @@ pub(crate) fn list_reply(rv: &str, names: &[&str]) -> Reply {
     Reply::json(200, body, false)
 }
 
+/// A watch that sends `events` (type, object JSON), then stays open and silent.
 pub(crate) fn watch_reply(events: &[(&str, String)]) -> Reply {
     let body: String =
         events.iter().map(|(t, o)| format!("{{\"type\":\"{t}\",\"object\":{o}}}\n")).collect();
     Reply::json(200, body, true)
 }
 
+/// An error response with status `code` and its `Status` body.
 pub(crate) fn failure_reply(code: u16) -> Reply {
     let body = format!(r#"{{"kind":"Status","status":"Failure","message":"no","code":{code}}}"#);
     Reply::json(code, body, false)

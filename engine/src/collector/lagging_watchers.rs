@@ -14,7 +14,10 @@
 //! resumed, or it is relisting. The graph builder says when a watcher falls behind and when it
 //! is back ([`Notification::Interrupted`], `ListStarted`, [`Notification::Resumed`],
 //! `ListDone`), and says it back only after applying everything that watcher sent before. The
-//! held owners are queued again as soon as no watcher is behind.
+//! held owners are queued again as soon as no watcher is behind. The controller holds them the
+//! same way, under the key `discovery`, from a CustomResourceDefinition change until a
+//! discovery that began after it: a custom resource created meanwhile has no watcher yet
+//! (`controller/src/run.rs`, `DISCOVERY_BEHIND`).
 //!
 //! # Why it is safe, and what it does not close
 //!
@@ -22,8 +25,11 @@
 //! make, and every decision after the wait reads the owner live again. It only narrows the race
 //! to what no metadata watch of a v1.20 API server can tell: an event already sent by the
 //! server but not yet applied to the graph (milliseconds on a live stream, a resumed watch's
-//! backlog included), and a dependent written after the owner's live read. Those are covered by
-//! the in-process memory, as before.
+//! backlog included), a dependent written after the owner's live read, and a CRD whose event
+//! reaches kube-gc after the owner's. Those are covered by the in-process memory, as before.
+//! A barrier on resourceVersions (every watcher past the owner's) is out of reach there: an
+//! idle resource's watch delivers nothing to compare, and v1.20 sends bookmarks only just
+//! before a watch's timeout.
 //!
 //! # Liveness
 //!
