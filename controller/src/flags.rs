@@ -159,11 +159,18 @@ pub struct Flags {
     #[arg(long, default_value_t = kube_gc_engine::collector::orphaned_owners::DEFAULT_CAPACITY)]
     pub orphaned_owners_memory: usize,
 
-    /// How long orphaning waits for a watcher that fell behind (its watch broke, or it is
-    /// relisting) to catch up, so that the dependents it has not delivered are orphaned too
-    /// rather than collected later (0s: upstream's behaviour, no wait).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    pub orphan_catch_up_timeout: Duration,
+    /// How long orphaning, and removing a `foregroundDeletion` finalizer, wait for a watcher
+    /// that fell behind (its watch broke, or it is relisting) to catch up, so that the
+    /// dependents it has not delivered are orphaned too (rather than collected later) and
+    /// outlived by their foreground owner (0s: upstream's behaviour, no wait).
+    /// `--orphan-catch-up-timeout`, its name before it covered foreground deletion, still works.
+    #[arg(
+        long,
+        alias = "orphan-catch-up-timeout",
+        default_value = "60s",
+        value_parser = parse_duration
+    )]
+    pub watcher_catch_up_timeout: Duration,
 
     /// Most distinct UIDs that are not UUIDs held at once (any writer of ownerReferences can
     /// invent them); past it, objects naming a new one are left out of the graph, with an error
@@ -322,10 +329,10 @@ impl Flags {
                     .into(),
             );
         }
-        if self.orphan_catch_up_timeout > MAX_ORPHAN_CATCH_UP_TIMEOUT {
+        if self.watcher_catch_up_timeout > MAX_WATCHER_CATCH_UP_TIMEOUT {
             return Err(format!(
-                "--orphan-catch-up-timeout must be at most 24h, got {:?}",
-                self.orphan_catch_up_timeout
+                "--watcher-catch-up-timeout must be at most 24h, got {:?}",
+                self.watcher_catch_up_timeout
             ));
         }
         if self.absent_owner_cache_size == 0 {
@@ -348,9 +355,9 @@ impl Flags {
     }
 }
 
-/// The longest `--orphan-catch-up-timeout`: a day is "until the watcher is back" in practice,
+/// The longest `--watcher-catch-up-timeout`: a day is "until the watcher is back" in practice,
 /// and keeps every deadline representable.
-const MAX_ORPHAN_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+const MAX_WATCHER_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// Parses Go-style durations: `30s`, `1m`, `500ms`, `1h`, `1m30s`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -406,7 +413,7 @@ mod tests {
         assert!(f.early_collection && f.bulk_absence_proof, "kube-gc's departures, on by default");
         assert_eq!(f.kube_api_content_type, ContentType::Protobuf, "kube-controller-manager's");
         assert!(f.list_from_watch_cache, "as client-go's informers list");
-        assert_eq!(f.orphan_catch_up_timeout, Duration::from_secs(60));
+        assert_eq!(f.watcher_catch_up_timeout, Duration::from_secs(60));
         assert!(f.validate().is_ok());
     }
 
@@ -437,10 +444,13 @@ mod tests {
         );
         let f = Flags::parse_from(["kube-gc", "--shards=3"]);
         assert!(f.validate().unwrap_err().contains("power of two"));
-        let f = Flags::parse_from(["kube-gc", "--orphan-catch-up-timeout=25h"]);
+        let f = Flags::parse_from(["kube-gc", "--watcher-catch-up-timeout=25h"]);
         assert!(f.validate().unwrap_err().contains("at most 24h"));
-        let f = Flags::parse_from(["kube-gc", "--orphan-catch-up-timeout=0"]);
-        assert!(f.validate().is_ok() && f.orphan_catch_up_timeout.is_zero());
+        let f = Flags::parse_from(["kube-gc", "--watcher-catch-up-timeout=0"]);
+        assert!(f.validate().is_ok() && f.watcher_catch_up_timeout.is_zero());
+        // Its earlier name still works.
+        let f = Flags::parse_from(["kube-gc", "--orphan-catch-up-timeout=5s"]);
+        assert_eq!(f.watcher_catch_up_timeout, Duration::from_secs(5));
         let f = Flags::parse_from(["kube-gc", "--debug-addr=0.0.0.0:1"]);
         assert!(f.validate().unwrap_err().contains("loopback"));
         let f = Flags::parse_from(["kube-gc", "--debug-addr=0.0.0.0:1", "--debug-addr-any"]);

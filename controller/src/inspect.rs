@@ -9,6 +9,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kube_gc_engine::cluster::PropagationPolicy;
+use kube_gc_engine::collector::HeldDecision;
 use kube_gc_engine::inspect::{
     BlastRadius, Decision, Evidence, Explanation, OwnerState, TreeNode, Waiting, blast_radius,
     explain, tree,
@@ -165,14 +166,18 @@ pub fn explanation_json(e: &Explanation) -> Value {
             ("removeForegroundFinalizer", json!({"why": "no blocking dependent is left"}))
         }
         Decision::OrphanDependents(n) => ("orphanDependents", json!({"dependents": n})),
-        Decision::WaitForWatchers(behind) => (
+        Decision::WaitForWatchers { decision, behind } => (
             "waitForWatchers",
             json!({
+                "then": match decision {
+                    HeldDecision::Orphaning => "orphanDependents",
+                    HeldDecision::ForegroundDeletion => "removeForegroundFinalizer",
+                },
                 "watchers": behind
                     .iter()
                     .map(|(resource, behind)| json!({"resource": resource, "behindSeconds": behind.as_secs_f64()}))
                     .collect::<Vec<_>>(),
-                "why": "these watchers are behind the API server: the dependents they have not delivered would be missed (waits at most --orphan-catch-up-timeout)",
+                "why": "these watchers are behind the API server: the dependents they have not delivered would be missed (waits at most --watcher-catch-up-timeout)",
             }),
         ),
         Decision::DeferredUntilSynced => (

@@ -22,7 +22,8 @@
 //!   resourceVersion a watch resumes from is that of the last event sent.
 //! - **A broken watch says so:** [`Notification::Interrupted`] when a watch fails, and
 //!   [`Notification::Resumed`] once a new one is seen to work (its first events, or
-//!   [`RESUMED_AFTER_QUIET`] open and silent), so that orphanings wait for what it missed
+//!   [`RESUMED_AFTER_QUIET`] open and silent), so that orphanings and foreground deletions
+//!   wait for what it missed
 //!   (`kube_gc_engine::collector::lagging_watchers`).
 //!
 //! Each response is read by its `Content-Type`: protobuf ([`kube_gc_wire`]) or, from a server
@@ -202,7 +203,8 @@ pub(crate) async fn run(
                     tracing::warn!(resource = %key, error = %failure, "watch failed, retrying with backoff");
                     metrics.watch_errors.inc();
                     if !interrupted {
-                        // Behind from now on: orphanings wait for what this watch misses.
+                        // Behind from now on: orphanings and foreground deletions
+                        // wait for what this watch misses.
                         interrupted = true;
                         let sent = out.push(Notification::Interrupted).await;
                         if sent.is_err() || out.flush().await.is_err() {

@@ -314,7 +314,11 @@ fn explain_text(e: &Value) -> String {
                     format!("{} (behind {seconds:.0}s)", w["resource"].as_str().unwrap_or("?"))
                 })
                 .collect();
-            format!("orphan its dependents once these watchers catch up: {}", watchers.join(", "))
+            let then = match detail["then"].as_str() {
+                Some("removeForegroundFinalizer") => "remove its foregroundDeletion finalizer",
+                _ => "orphan its dependents",
+            };
+            format!("{then} once these watchers catch up: {}", watchers.join(", "))
         }
         other => other.to_owned(),
     };
@@ -547,31 +551,38 @@ mod tests {
     }
 
     #[test]
-    fn explain_text_names_the_watchers_an_orphaning_waits_for() {
+    fn explain_text_names_the_watchers_a_held_decision_waits_for() {
+        use kube_gc_engine::collector::HeldDecision;
         use kube_gc_engine::inspect::{Decision, Explanation};
         let uid = "00000000-0000-4000-8000-000000000001";
-        let explanation = Explanation {
+        let held = |decision| Explanation {
             object: kube_gc_engine::ObjectReference::new("apps/v1", "ReplicaSet", "ns", "web", uid),
             observed: true,
             being_deleted: true,
             owners: Vec::new(),
-            decision: Decision::WaitForWatchers(vec![
-                ("v1/configmaps".into(), std::time::Duration::from_millis(12_400)),
-                ("discovery".into(), std::time::Duration::from_secs(2)),
-            ]),
+            decision: Decision::WaitForWatchers {
+                decision,
+                behind: vec![
+                    ("v1/configmaps".into(), std::time::Duration::from_millis(12_400)),
+                    ("discovery".into(), std::time::Duration::from_secs(2)),
+                ],
+            },
             retries: 0,
             last_error: None,
             warming_up: false,
             finalizers: Vec::new(),
             live_read_error: None,
         };
-        let text = explain_text(&explanation_json(&explanation));
-        assert!(
-            text.contains(
-                "Next: orphan its dependents once these watchers catch up: v1/configmaps (behind 12s), discovery (behind 2s)"
-            ),
-            "{text}"
-        );
+        for (decision, next) in [
+            (HeldDecision::Orphaning, "orphan its dependents"),
+            (HeldDecision::ForegroundDeletion, "remove its foregroundDeletion finalizer"),
+        ] {
+            let text = explain_text(&explanation_json(&held(decision)));
+            let want = format!(
+                "Next: {next} once these watchers catch up: v1/configmaps (behind 12s), discovery (behind 2s)"
+            );
+            assert!(text.contains(&want), "{text}");
+        }
     }
 
     #[test]

@@ -44,14 +44,14 @@ pub struct SyncState {
 /// The pseudo-resource that is "behind" (see `Collector::note_watch_behind`) from a change to a
 /// CustomResourceDefinition until a discovery that began after it: a custom resource created
 /// meanwhile has no watcher yet, so its objects are not in the graph, and an orphaning then
-/// would leave them to be collected (upstream's monitors lag the same way, for up to its resync
-/// period).
+/// would leave them to be collected, a foreground deletion would not wait for them (upstream's
+/// monitors lag the same way, for up to its resync period).
 pub const DISCOVERY_BEHIND: &str = "discovery";
 
 /// The least time between two discoveries that CustomResourceDefinition changes call for (the
 /// first is at once): a cluster whose CRDs change all the time (an operator rewriting their CA
-/// bundles) costs a discovery every 5 s at most, and an orphaning waits about that long after
-/// a change.
+/// bundles) costs a discovery every 5 s at most, and an orphaning (or the end of a foreground
+/// deletion) waits about that long after a change.
 const CRD_DISCOVERY_INTERVAL: Duration = Duration::from_secs(5);
 
 impl SyncState {
@@ -178,7 +178,7 @@ impl Controller {
                 bulk_absence_proof: flags.bulk_absence_proof,
             })
             .with_orphaned_owners_capacity(flags.orphaned_owners_memory)
-            .with_catch_up_timeout(flags.orphan_catch_up_timeout),
+            .with_catch_up_timeout(flags.watcher_catch_up_timeout),
         );
         let sync = Arc::new(SyncState::default());
         let ready = Arc::new(AtomicBool::new(false));

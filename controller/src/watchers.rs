@@ -107,7 +107,8 @@ pub async fn run_watcher(
     let mut from_cache = list_from_watch_cache;
     // Whether the watch broke and no event has come since. kube-rs's watcher says nothing when
     // its watch is open again, so on this path a watcher is back in step at its next event (or
-    // its relist's end): an idle one holds orphanings until the catch-up timeout.
+    // its relist's end): an idle one holds orphanings (and foreground deletions) until the
+    // catch-up timeout.
     let mut interrupted = false;
     'streams: loop {
         let config = watcher_config(from_cache);

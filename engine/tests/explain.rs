@@ -3,7 +3,7 @@
 
 use futures::executor::block_on;
 use kube_gc_engine::cluster::Resource;
-use kube_gc_engine::collector::CollectorOptions;
+use kube_gc_engine::collector::{CollectorOptions, HeldDecision};
 use kube_gc_engine::inspect::{Decision, Evidence, Explanation, OwnerState, explain};
 use kube_gc_engine::{EventType, ObjectMeta, ObjectReference, OwnerReference, Uid};
 use kube_gc_testkit::{MemoryCluster, resource};
@@ -140,7 +140,7 @@ fn an_orphaning_deletion_held_for_a_watcher_behind_names_it() {
     being_deleted(&mut env, &replicasets(), "web");
     env.collector.note_watch_behind("v1/configmaps", true);
     match explained(&env, 1).decision {
-        Decision::WaitForWatchers(behind) => {
+        Decision::WaitForWatchers { decision: HeldDecision::Orphaning, behind } => {
             assert_eq!(behind.len(), 1);
             assert_eq!(behind[0].0, "v1/configmaps");
         }
@@ -148,6 +148,23 @@ fn an_orphaning_deletion_held_for_a_watcher_behind_names_it() {
     }
     env.collector.note_watch_behind("v1/configmaps", false);
     assert_eq!(explained(&env, 1).decision, Decision::OrphanDependents(1));
+}
+
+#[test]
+fn a_foreground_deletion_held_for_a_watcher_behind_names_it() {
+    let mut env = env();
+    add(&mut env, &replicasets(), meta("web", 1, vec![], &["foregroundDeletion"]));
+    being_deleted(&mut env, &replicasets(), "web");
+    env.collector.note_watch_behind("v1/pods", true);
+    match explained(&env, 1).decision {
+        Decision::WaitForWatchers { decision: HeldDecision::ForegroundDeletion, behind } => {
+            assert_eq!(behind.len(), 1);
+            assert_eq!(behind[0].0, "v1/pods");
+        }
+        other => panic!("expected to wait for the pods watcher: {other:?}"),
+    }
+    env.collector.note_watch_behind("v1/pods", false);
+    assert_eq!(explained(&env, 1).decision, Decision::RemoveForegroundFinalizer);
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! `orphan` while the watcher of one of its dependents' resources is down must not lose its
 //! finalizer before that watcher has delivered what it missed, or the dependent keeps a
 //! reference to an absent owner, and a collector that restarts (forgetting the owners it
-//! orphaned) collects it.
+//! orphaned) collects it. A foreground deletion waits the same way before it removes its
+//! `foregroundDeletion` finalizer, or the owner goes before a blocking dependent it missed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,11 +14,11 @@ use kube_gc_engine::cluster::{Cluster, DeleteOptions, PropagationPolicy, Resourc
 use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::meta::ObjectMeta;
 use kube_gc_engine::{
-    Graph, GraphBuilder, Ingester, Notification, ObjectType, OwnerReference, WatchBatch,
+    EventType, Graph, GraphBuilder, Ingester, Notification, ObjectType, OwnerReference, WatchBatch,
     WatchSource,
 };
 use kube_gc_testkit::MemoryCluster;
-use kube_gc_testkit::memory_cluster::resource;
+use kube_gc_testkit::memory_cluster::{Call, Verb, resource};
 
 mod support;
 
@@ -83,14 +84,56 @@ impl World {
 
     /// The user deletes the owner with `orphan`; its watcher delivers the change.
     fn delete_owner_orphan(&mut self) {
-        let options = DeleteOptions {
-            propagation_policy: Some(PropagationPolicy::Orphan),
-            ..DeleteOptions::default()
-        };
+        self.delete_owner(PropagationPolicy::Orphan, "orphan");
+    }
+
+    /// The user deletes the owner with `policy`, which sets `finalizer` on it; its watcher
+    /// delivers the change.
+    fn delete_owner(&mut self, policy: PropagationPolicy, finalizer: &str) {
+        let options =
+            DeleteOptions { propagation_policy: Some(policy), ..DeleteOptions::default() };
         block_on(self.cluster.delete(&replicasets(), "ns", "owner", &options)).unwrap();
         let deleting = self.cluster.object(&replicasets(), "ns", "owner").unwrap();
-        assert!(deleting.deletion_timestamp && deleting.has_finalizer("orphan"));
+        assert!(deleting.deletion_timestamp && deleting.has_finalizer(finalizer));
         self.builder.ingest(vec![batch(RS, vec![Notification::Applied(deleting)])]);
+        self.cluster.take_watch_events();
+    }
+
+    /// The configmaps watch breaks, a ConfigMap that blocks the owner is created meanwhile
+    /// (returned), and the owner is deleted in the foreground.
+    fn break_configmaps_and_delete_the_owner_in_the_foreground(&mut self) -> ObjectMeta {
+        self.builder.ingest(vec![batch(CM, vec![Notification::Interrupted])]);
+        let mut blocking = meta(3, "child-cm", Some(&self.owner));
+        blocking.owner_references[0].block_owner_deletion = Some(true);
+        let cm = self.cluster.create(&configmaps(), blocking).unwrap();
+        self.delete_owner(PropagationPolicy::Foreground, "foregroundDeletion");
+        cm
+    }
+
+    /// Runs the attemptToDelete worker and delivers what it changed to the graph, both
+    /// watchers up, until neither has anything left; returns the writes made, in order.
+    fn collect_until_quiet(&mut self) -> Vec<String> {
+        let mut writes = Vec::new();
+        loop {
+            while !self.collector().attempt_to_delete_queue().is_empty() {
+                block_on(self.collector().process_attempt_to_delete_worker());
+            }
+            let calls = self.cluster.take_calls();
+            let written = calls.iter().filter(|c| matches!(c.verb(), Verb::Patch | Verb::Delete));
+            writes.extend(written.map(Call::action));
+            let events = self.cluster.take_watch_events();
+            if events.is_empty() {
+                return writes;
+            }
+            for e in events {
+                let resource = if e.object_type.kind() == "ReplicaSet" { RS } else { CM };
+                let notification = match e.event_type {
+                    EventType::Delete => Notification::Deleted(e.object),
+                    _ => Notification::Applied(e.object),
+                };
+                self.builder.ingest(vec![batch(resource, vec![notification])]);
+            }
+        }
     }
 
     /// The configmaps watch breaks, the owner is deleted with `orphan`: its orphaning is held.
@@ -162,6 +205,47 @@ fn orphaning_waits_for_a_broken_watch_and_orphans_what_it_missed() {
     assert!(!w.references_owner(&replicasets(), "child"));
     assert!(!w.references_owner(&configmaps(), "child-cm"), "the missed dependent is orphaned");
     assert!(!w.owner_exists());
+}
+
+/// The configmaps watch breaks; a ConfigMap that blocks the owner is created meanwhile; the
+/// owner is deleted in the foreground. Its `foregroundDeletion` stays until the watch resumes
+/// and delivers the ConfigMap; then the ConfigMap is deleted first, and the owner after it.
+#[test]
+fn a_foreground_deletion_waits_for_a_broken_watch_and_for_what_it_missed() {
+    let mut w = World::new(Duration::from_secs(60));
+    let cm = w.break_configmaps_and_delete_the_owner_in_the_foreground();
+    w.cluster.take_calls();
+    // The ReplicaSet child (which does not block) is collected; the owner is held.
+    let writes = w.collect_until_quiet();
+    assert_eq!(writes, ["delete apps/v1, Resource=replicasets ns=ns name=child"]);
+    assert!(w.owner_exists());
+    let stats = w.collector().stats();
+    // Held at its first attempt, and again when the child's deletion queued it.
+    assert_eq!(stats.foreground_deletions_held_for_watchers.load(Ordering::Relaxed), 2);
+
+    w.builder.ingest(vec![batch(CM, vec![Notification::Resumed, Notification::Applied(cm)])]);
+    assert_eq!(w.collector().attempt_to_delete_queue().len(), 1, "queued again at once");
+    let writes = w.collect_until_quiet();
+    let cm_deleted =
+        writes.iter().position(|a| a.starts_with("delete") && a.ends_with("name=child-cm"));
+    let owner_released =
+        writes.iter().position(|a| a.starts_with("patch") && a.ends_with("name=owner"));
+    assert!(
+        cm_deleted.is_some() && cm_deleted < owner_released,
+        "the blocking ConfigMap goes before the owner: {writes:?}"
+    );
+    assert!(!w.owner_exists());
+}
+
+/// With a zero timeout (upstream's behaviour), the owner's `foregroundDeletion` goes while the
+/// blocking ConfigMap the broken watch missed still exists.
+#[test]
+fn without_a_timeout_a_foreground_owner_goes_before_what_it_missed() {
+    let mut w = World::new(Duration::ZERO);
+    w.break_configmaps_and_delete_the_owner_in_the_foreground();
+    w.collect_until_quiet();
+    assert!(!w.owner_exists());
+    assert!(w.cluster.object(&configmaps(), "ns", "child-cm").is_some());
 }
 
 /// A relist holds orphaning until its end (a 410 Gone, or a first watch after a failed list).

@@ -20,7 +20,8 @@
 //! (lagging) one: how many dependents an item has (Foreground when an owner waits), and which
 //! dependents block or are to be orphaned (a dependent not observed yet cannot be waited for:
 //! upstream's race #26120, the same in every informer-based collector), except that `orphan`
-//! may not go while a dependent is unseen because its watcher is down. Everything else is
+//! and `foregroundDeletion` may not go while a dependent (a blocking one, for
+//! `foregroundDeletion`) is unseen because its watcher is down. Everything else is
 //! judged on live state. After the history, every event is delivered, the workers run to
 //! quiescence, and nothing may be stuck: no GC finalizer whose condition holds, no garbage left.
 //!
@@ -639,11 +640,23 @@ fn judge_patch(
                 ));
             }
             verdicts.orphaned.lock().unwrap().insert(item.uid.clone());
-        } else if let Some((d, _)) = dependents
-            .iter()
-            .find(|(d, r)| r.block_owner_deletion == Some(true) && known_blocking(&d.uid))
-        {
-            return Err(format!("removed `foregroundDeletion` while {} blocks it", d.name));
+        } else {
+            let blocks = |r: &OwnerReference| r.block_owner_deletion == Some(true);
+            if let Some((d, _)) =
+                dependents.iter().find(|(d, r)| blocks(r) && known_blocking(&d.uid))
+            {
+                return Err(format!("removed `foregroundDeletion` while {} blocks it", d.name));
+            }
+            // The same wait as for `orphan`: the owner would go before a blocking dependent
+            // the graph has not seen because its watcher is down.
+            if let Some((d, _)) =
+                dependents.iter().find(|(d, r)| blocks(r) && behind.contains(&d.name))
+            {
+                return Err(format!(
+                    "removed `foregroundDeletion` while {} blocks it, unseen: its watcher is down",
+                    d.name
+                ));
+            }
         }
     }
     if next.owner_references == item.owner_references {
@@ -779,14 +792,16 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     let mut totals: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
     // Owners proven absent by a list, and deletions in histories where a list proved one.
     let (mut proven, mut deletes_after_proofs) = (0, 0);
-    // Orphanings held while a watcher was down.
-    let mut held = 0;
+    // Orphanings and foreground deletions held while a watcher was down.
+    let (mut held, mut held_foreground) = (0, 0);
     for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
         let mut world = World::new();
         run_in(&mut world, &history).unwrap();
         let by_list = world.collector.stats().proven_absent.load(Ordering::Relaxed);
-        held += world.collector.stats().orphans_held_for_watchers.load(Ordering::Relaxed);
+        let stats = world.collector.stats();
+        held += stats.orphans_held_for_watchers.load(Ordering::Relaxed);
+        held_foreground += stats.foreground_deletions_held_for_watchers.load(Ordering::Relaxed);
         proven += by_list;
         for (kind, (n, lagging)) in world.verdicts.judged.lock().unwrap().iter() {
             let t = totals.entry(kind).or_default();
@@ -803,6 +818,7 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     );
     assert!(proven > 0 && deletes_after_proofs > 0, "no history proved an owner absent by a list");
     assert!(held > 0, "no history held an orphaning for a broken watch");
+    assert!(held_foreground > 0, "no history held a foreground deletion for a broken watch");
     for kind in [
         "delete background",
         "delete foreground",

@@ -235,7 +235,7 @@ impl Collector for ScrapeTime {
         family(
             e,
             "kube_gc_watcher_behind_seconds",
-            "For each resource whose watcher synced and is behind since (its watch broken, or relisting), for how long; orphanings wait for it up to --orphan-catch-up-timeout",
+            "For each resource whose watcher synced and is behind since (its watch broken, or relisting), for how long; orphanings and foreground deletions wait for it up to --watcher-catch-up-timeout",
             gauge,
             &behind,
         )?;
@@ -294,13 +294,23 @@ impl Collector for ScrapeTime {
             ),
             (
                 "kube_gc_orphans_held_for_watchers",
-                "Orphanings held while a watcher was behind (its watch broken, or relisting), until it caught up (--orphan-catch-up-timeout)",
+                "Orphanings held while a watcher was behind (its watch broken, or relisting), until it caught up (--watcher-catch-up-timeout)",
                 &stats.orphans_held_for_watchers,
             ),
             (
                 "kube_gc_orphans_past_catch_up_timeout",
-                "Orphanings that went ahead with a watcher behind for longer than --orphan-catch-up-timeout (its undelivered dependents keep their reference)",
+                "Orphanings that went ahead with a watcher behind for longer than --watcher-catch-up-timeout (its undelivered dependents keep their reference)",
                 &stats.orphans_past_catch_up_timeout,
+            ),
+            (
+                "kube_gc_foreground_deletions_held_for_watchers",
+                "Removals of a foregroundDeletion finalizer, no blocking dependent left in the graph, held while a watcher was behind, until it caught up (--watcher-catch-up-timeout)",
+                &stats.foreground_deletions_held_for_watchers,
+            ),
+            (
+                "kube_gc_foreground_deletions_past_catch_up_timeout",
+                "Removals of a foregroundDeletion finalizer that went ahead with a watcher behind for longer than --watcher-catch-up-timeout (a blocking dependent it has not delivered may outlive the owner)",
+                &stats.foreground_deletions_past_catch_up_timeout,
             ),
             (
                 "kube_gc_owner_lookups_shared",

@@ -231,7 +231,7 @@ impl<C: Cluster> GraphBuilder<C> {
         if self.stores.get(&source.resource).is_some_and(|(g, _)| *g <= source.generation) {
             self.stores.remove(&source.resource);
             self.collector.note_unlisted(source.object_type);
-            // A stopped watcher holds no orphaning (its resource is gone, or a new run of it
+            // A stopped watcher holds no decision (its resource is gone, or a new run of it
             // starts in warm-up).
             self.collector.note_watch_behind(&source.resource, false);
         }

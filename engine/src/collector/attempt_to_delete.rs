@@ -3,7 +3,12 @@
 //! Upstream: `garbagecollector.go` (`attemptToDeleteWorker`, `attemptToDeleteItem`,
 //! `processDeletingDependentsItem`); GC-SPEC.md §3.
 
-use super::{Collector, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use super::{
+    Admission, Collector, HeldDecision, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View,
+};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::error::IngestError;
 use crate::graph::{NodeKey, NodeView};
@@ -23,6 +28,10 @@ pub enum DeleteItemResult {
     Deleted,
     /// A deleting-dependents owner: queued its blocking dependents, or removed its finalizer.
     ProcessedDeletingDependents,
+    /// A deleting-dependents owner with no blocking dependent in the graph, held while a
+    /// watcher is behind (see [`LaggingWatchers`](super::LaggingWatchers)): queued again once
+    /// none is, or at the catch-up timeout.
+    HeldForWatchers,
 }
 
 impl<C: Cluster> Collector<C> {
@@ -399,6 +408,25 @@ impl<C: Cluster> Collector<C> {
     ) -> Result<DeleteItemResult, ItemError> {
         let blocking = self.graph.blocking_dependents(item.identity.uid);
         if blocking.is_empty() {
+            // Divergence from upstream, which removes the finalizer on its graph's word: while
+            // a watcher that had synced is behind, a blocking dependent it has not delivered is
+            // not in the graph, and the owner would go before it. Wait for the watcher, within
+            // the catch-up timeout, as orphaning does (see `LaggingWatchers`). Waiting writes
+            // nothing; the item is read live again when it comes back.
+            let key = item.key();
+            match self.lagging.admit(key, HeldDecision::ForegroundDeletion, Instant::now()) {
+                Admission::Proceed => {}
+                Admission::Hold(at_most) => {
+                    tracing::debug!(item = %item.identity, behind = ?self.watchers_behind(), "a watcher is behind, removing foregroundDeletion waits for it");
+                    self.stats.foreground_deletions_held_for_watchers.fetch_add(1, Relaxed);
+                    self.enqueue_delete_after(key, at_most);
+                    return Ok(DeleteItemResult::HeldForWatchers);
+                }
+                Admission::ProceedPastTimeout(behind) => {
+                    tracing::warn!(item = %item.identity, ?behind, timeout = ?self.lagging.timeout(), "removing foregroundDeletion although watchers are still behind after the catch-up timeout: blocking dependents they have not delivered may outlive the owner");
+                    self.stats.foreground_deletions_past_catch_up_timeout.fetch_add(1, Relaxed);
+                }
+            }
             tracing::debug!(item = %item.identity, "remove DeleteDependents finalizer for item");
             self.remove_finalizer(&item.identity, FINALIZER_DELETE_DEPENDENTS).await?;
             return Ok(DeleteItemResult::ProcessedDeletingDependents);

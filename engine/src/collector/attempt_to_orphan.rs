@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use futures_util::future::join_all;
 
-use super::{Admission, Collector, ItemError, Outcome};
+use super::{Admission, Collector, HeldDecision, ItemError, Outcome};
 use crate::cluster::{Cluster, ClusterError};
 use crate::graph::NodeKey;
 use crate::identity::ObjectReference;
@@ -33,7 +33,7 @@ impl<C: Cluster> Collector<C> {
         // missed are not in the graph, would keep their reference and be collected once seen.
         // Wait for it, within the catch-up timeout (see `LaggingWatchers`). Before the owner's
         // live read, so that the read is as new as the graph the dependents come from.
-        match self.lagging.admit(key, std::time::Instant::now()) {
+        match self.lagging.admit(key, HeldDecision::Orphaning, std::time::Instant::now()) {
             Admission::Proceed => {}
             Admission::Hold(at_most) => {
                 tracing::debug!(owner = %owner.identity, behind = ?self.watchers_behind(), "a watcher is behind, orphaning waits for it");

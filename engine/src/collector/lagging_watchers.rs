@@ -1,28 +1,38 @@
-//! Watchers that fell behind the API server, and the orphanings that wait for them.
+//! Watchers that fell behind the API server, and the decisions that wait for them.
 //!
-//! Orphaning removes an owner from the dependents its graph knows, then the owner's `orphan`
-//! finalizer; the API server then deletes the owner. A dependent the graph does not know keeps
-//! its reference, and once it is seen, its owner is absent and it is collected: the opposite of
-//! what the user asked for. Upstream lives with this race (#26120), and it is not only a
-//! dependent "still in flight": a watcher whose watch broke (a cut connection, a 429, a 410 and
-//! its relist) misses every change until it is back, for as long as its backoff lasts (up to
-//! 30 s). kube-gc's [`OrphanedOwners`](super::OrphanedOwners) memory removes the reference of
-//! such a late dependent instead, but that memory is in the process: a restart in between loses
-//! it, and the new process collects the dependent (chaos seed 1740 did, 5 runs in 100).
+//! Two of the collector's writes rest on the graph knowing *every* dependent of an owner, not
+//! just on the owner itself: orphaning removes the owner from the dependents its graph knows,
+//! then its `orphan` finalizer; a foreground deletion removes its `foregroundDeletion`
+//! finalizer once its graph shows no blocking dependent left. Either way the API server then
+//! deletes the owner.
 //!
-//! So an orphaning waits while a watcher that had synced is behind: its watch broke and has not
-//! resumed, or it is relisting. The graph builder says when a watcher falls behind and when it
-//! is back ([`Notification::Interrupted`], `ListStarted`, [`Notification::Resumed`],
+//! - A dependent the graph does not know keeps its reference to an orphaned owner, and once it
+//!   is seen, its owner is absent and it is collected: the opposite of what the user asked for.
+//! - A blocking dependent the graph does not know outlives its foreground-deleted owner: the
+//!   owner goes first, which `blockOwnerDeletion` exists to prevent (the dependent is collected
+//!   afterwards, so only the order is wrong).
+//!
+//! Upstream lives with both races (#26120), and they are not only about a dependent "still in
+//! flight": a watcher whose watch broke (a cut connection, a 429, a 410 and its relist) misses
+//! every change until it is back, for as long as its backoff lasts (up to 30 s). kube-gc's
+//! [`OrphanedOwners`](super::OrphanedOwners) memory removes the reference of such a late
+//! dependent instead, but that memory is in the process: a restart in between loses it, and the
+//! new process collects the dependent (chaos seed 1740 did, 5 runs in 100).
+//!
+//! So both decisions wait while a watcher that had synced is behind: its watch broke and has
+//! not resumed, or it is relisting. The graph builder says when a watcher falls behind and when
+//! it is back ([`Notification::Interrupted`], `ListStarted`, [`Notification::Resumed`],
 //! `ListDone`), and says it back only after applying everything that watcher sent before. The
-//! held owners are queued again as soon as no watcher is behind. The controller holds them the
-//! same way, under the key `discovery`, from a CustomResourceDefinition change until a
-//! discovery that began after it: a custom resource created meanwhile has no watcher yet
-//! (`controller/src/run.rs`, `DISCOVERY_BEHIND`).
+//! held owners are queued again, each to the queue it came from, as soon as no watcher is
+//! behind. The controller holds them the same way, under the key `discovery`, from a
+//! CustomResourceDefinition change until a discovery that began after it: a custom resource
+//! created meanwhile has no watcher yet (`controller/src/run.rs`, `DISCOVERY_BEHIND`).
 //!
 //! # Why it is safe, and what it does not close
 //!
-//! Waiting writes nothing: it delays the orphan finalizer's removal, a write upstream would
-//! make, and every decision after the wait reads the owner live again. It only narrows the race
+//! Waiting writes nothing: it delays a finalizer's removal, a write upstream would make, and
+//! every decision after the wait reads the owner live again. A foreground deletion waits only
+//! once its graph shows no blocking dependent: while one is left it waits anyway, as upstream. It only narrows the race
 //! to what no metadata watch of a v1.20 API server can tell: an event already sent by the
 //! server but not yet applied to the graph (milliseconds on a live stream, a resumed watch's
 //! backlog included), a dependent written after the owner's live read, and a CRD whose event
@@ -34,7 +44,7 @@
 //! # Liveness
 //!
 //! A watcher can stay behind for ever (its resource's list is forbidden, a broken aggregated
-//! API). Past the catch-up timeout from when it fell behind, it holds no orphaning: kube-gc then
+//! API). Past the catch-up timeout from when it fell behind, it holds no decision: kube-gc then
 //! proceeds as upstream does and says so in its log. A watcher that never synced holds nothing
 //! here: warm-up and `--initial-sync-timeout` already cover it. A stopped watcher (its resource
 //! gone) holds nothing either.
@@ -45,10 +55,21 @@ use std::time::{Duration, Instant};
 use crate::graph::NodeKey;
 use crate::sync::Mutex;
 
-/// How long an orphaning waits for a watcher that fell behind, by default.
+/// How long a decision waits for a watcher that fell behind, by default.
 pub const DEFAULT_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// What an orphaning may do now.
+/// A decision that waits for the watchers behind: the owner is held, then queued again to the
+/// worker that asked.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum HeldDecision {
+    /// Orphaning the owner's dependents, then removing its `orphan` finalizer (attemptToOrphan).
+    Orphaning,
+    /// Removing the owner's `foregroundDeletion` finalizer, its graph showing no blocking
+    /// dependent (attemptToDelete).
+    ForegroundDeletion,
+}
+
+/// What a decision may do now.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Admission {
     /// No watcher is behind: go ahead.
@@ -73,18 +94,18 @@ pub struct LaggingWatchers {
 struct State {
     /// Each resource behind, and since when.
     behind: HashMap<String, Instant>,
-    /// Owners held until no watcher is behind.
-    held: HashSet<NodeKey>,
+    /// Owners held until no watcher is behind, with the decision each waits to make.
+    held: HashSet<(NodeKey, HeldDecision)>,
 }
 
 impl LaggingWatchers {
-    /// None behind; orphanings wait at most `timeout` for a watcher (zero: never wait, as
+    /// None behind; decisions wait at most `timeout` for a watcher (zero: never wait, as
     /// upstream).
     pub fn new(timeout: Duration) -> LaggingWatchers {
         LaggingWatchers { timeout, state: Mutex::new(State::default()) }
     }
 
-    /// How long an orphaning waits at most for a watcher.
+    /// How long a decision waits at most for a watcher.
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -98,9 +119,9 @@ impl LaggingWatchers {
     }
 
     /// Notes that `resource`'s watcher caught up (or stopped); returns the owners to queue
-    /// again, if no other watcher still holds them.
+    /// again, each with the decision it waits to make, if no other watcher still holds them.
     #[must_use = "the owners returned must be queued again"]
-    pub fn catch_up(&self, resource: &str, now: Instant) -> Vec<NodeKey> {
+    pub fn catch_up(&self, resource: &str, now: Instant) -> Vec<(NodeKey, HeldDecision)> {
         let mut state = self.state.lock();
         if state.behind.remove(resource).is_none() {
             return Vec::new();
@@ -111,8 +132,8 @@ impl LaggingWatchers {
         state.held.drain().collect()
     }
 
-    /// Whether the orphaning of `owner` may go ahead at `now`; if not, `owner` is held.
-    pub fn admit(&self, owner: NodeKey, now: Instant) -> Admission {
+    /// Whether `decision` on `owner` may go ahead at `now`; if not, `owner` is held for it.
+    pub fn admit(&self, owner: NodeKey, decision: HeldDecision, now: Instant) -> Admission {
         let mut state = self.state.lock();
         if state.behind.is_empty() || self.timeout.is_zero() {
             return Admission::Proceed;
@@ -125,10 +146,10 @@ impl LaggingWatchers {
                 crate::loom_support::Defect::LaggingWatchersSplitHold,
             ) {
                 drop(state);
-                self.state.lock().held.insert(owner);
+                self.state.lock().held.insert((owner, decision));
                 return Admission::Hold(remaining);
             }
-            state.held.insert(owner);
+            state.held.insert((owner, decision));
             return Admission::Hold(remaining);
         }
         let mut late: Vec<String> = state.behind.keys().cloned().collect();
@@ -136,7 +157,7 @@ impl LaggingWatchers {
         Admission::ProceedPastTimeout(late)
     }
 
-    /// The resources behind and still within the timeout (those an orphaning waits for now),
+    /// The resources behind and still within the timeout (those a decision waits for now),
     /// with how long each has been behind.
     pub fn holding(&self, now: Instant) -> Vec<(String, Duration)> {
         let mut behind = self.behind(now);
@@ -165,6 +186,7 @@ impl LaggingWatchers {
 
 #[cfg(test)]
 mod tests {
+    use super::HeldDecision::{ForegroundDeletion, Orphaning};
     use super::*;
     use crate::identity::Uid;
 
@@ -176,13 +198,13 @@ mod tests {
     fn holds_owners_while_a_watcher_is_behind_and_releases_them_when_none_is() {
         let lag = LaggingWatchers::new(Duration::from_secs(60));
         let t0 = Instant::now();
-        assert_eq!(lag.admit(key(1), t0), Admission::Proceed);
+        assert_eq!(lag.admit(key(1), Orphaning, t0), Admission::Proceed);
         lag.fall_behind("configmaps", t0);
         lag.fall_behind("pods", t0 + Duration::from_secs(10));
         // Held until the later deadline at the latest.
         let t10 = t0 + Duration::from_secs(10);
-        assert_eq!(lag.admit(key(1), t10), Admission::Hold(Duration::from_secs(60)));
-        assert_eq!(lag.admit(key(2), t10), Admission::Hold(Duration::from_secs(60)));
+        assert_eq!(lag.admit(key(1), Orphaning, t10), Admission::Hold(Duration::from_secs(60)));
+        assert_eq!(lag.admit(key(2), Orphaning, t10), Admission::Hold(Duration::from_secs(60)));
         // Falling behind again does not move the start.
         lag.fall_behind("configmaps", t0 + Duration::from_secs(5));
         assert_eq!(
@@ -192,11 +214,29 @@ mod tests {
         // One catches up: the other still holds them.
         assert!(lag.catch_up("configmaps", t0).is_empty());
         let mut released = lag.catch_up("pods", t0);
-        released.sort();
-        assert_eq!(released, vec![key(1), key(2)]);
-        assert_eq!(lag.admit(key(1), t0), Admission::Proceed);
+        released.sort_by_key(|(k, _)| k.uid);
+        assert_eq!(released, vec![(key(1), Orphaning), (key(2), Orphaning)]);
+        assert_eq!(lag.admit(key(1), Orphaning, t0), Admission::Proceed);
         // A resource that was not behind releases nothing.
         assert!(lag.catch_up("pods", t0).is_empty());
+    }
+
+    #[test]
+    fn each_held_owner_is_released_to_the_decision_it_waits_for() {
+        let lag = LaggingWatchers::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        lag.fall_behind("pods", t0);
+        // One owner may wait for both: being orphaned and deleted in the foreground at once
+        // (both finalizers set).
+        assert!(matches!(lag.admit(key(1), Orphaning, t0), Admission::Hold(_)));
+        assert!(matches!(lag.admit(key(1), ForegroundDeletion, t0), Admission::Hold(_)));
+        assert!(matches!(lag.admit(key(2), ForegroundDeletion, t0), Admission::Hold(_)));
+        let mut released = lag.catch_up("pods", t0);
+        released.sort_by_key(|(k, d)| (k.uid, *d == Orphaning));
+        assert_eq!(
+            released,
+            vec![(key(1), ForegroundDeletion), (key(1), Orphaning), (key(2), ForegroundDeletion)]
+        );
     }
 
     #[test]
@@ -205,12 +245,18 @@ mod tests {
         let t0 = Instant::now();
         lag.fall_behind("widgets", t0);
         let late = t0 + Duration::from_secs(60);
-        assert_eq!(lag.admit(key(1), late), Admission::ProceedPastTimeout(vec!["widgets".into()]));
+        assert_eq!(
+            lag.admit(key(1), ForegroundDeletion, late),
+            Admission::ProceedPastTimeout(vec!["widgets".into()])
+        );
         // Another one falling behind holds again, for its own time.
         lag.fall_behind("pods", late);
-        assert_eq!(lag.admit(key(1), late), Admission::Hold(Duration::from_secs(60)));
+        assert_eq!(
+            lag.admit(key(1), ForegroundDeletion, late),
+            Admission::Hold(Duration::from_secs(60))
+        );
         // Past its timeout, the first no longer keeps owners held when the second catches up.
-        assert_eq!(lag.catch_up("pods", late), vec![key(1)]);
+        assert_eq!(lag.catch_up("pods", late), vec![(key(1), ForegroundDeletion)]);
     }
 
     #[test]
@@ -218,6 +264,7 @@ mod tests {
         let lag = LaggingWatchers::new(Duration::ZERO);
         let t0 = Instant::now();
         lag.fall_behind("pods", t0);
-        assert_eq!(lag.admit(key(1), t0), Admission::Proceed);
+        assert_eq!(lag.admit(key(1), Orphaning, t0), Admission::Proceed);
+        assert_eq!(lag.admit(key(1), ForegroundDeletion, t0), Admission::Proceed);
     }
 }

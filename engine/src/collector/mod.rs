@@ -45,7 +45,7 @@ use crate::sync::{Arc, Mutex};
 pub use absence_proofs::{ProofRound, ProofWaits};
 pub use attempt_to_delete::DeleteItemResult;
 pub(crate) use attempt_to_delete::{OwnerClasses, Verdict};
-pub use lagging_watchers::{Admission, LaggingWatchers};
+pub use lagging_watchers::{Admission, HeldDecision, LaggingWatchers};
 pub use orphaned_owners::OrphanedOwners;
 
 /// What a worker does with an item after processing it (upstream's `forgetItem` /
@@ -171,6 +171,12 @@ pub struct CollectorStats {
     /// Orphanings that went ahead although a watcher had been behind for longer than the
     /// catch-up timeout.
     pub orphans_past_catch_up_timeout: AtomicU64,
+    /// Removals of a `foregroundDeletion` finalizer held while a watcher was behind
+    /// ([`LaggingWatchers`]).
+    pub foreground_deletions_held_for_watchers: AtomicU64,
+    /// Removals of a `foregroundDeletion` finalizer that went ahead although a watcher had been
+    /// behind for longer than the catch-up timeout.
+    pub foreground_deletions_past_catch_up_timeout: AtomicU64,
     /// Owner lookups answered by a concurrent worker's identical request.
     pub owner_lookups_shared: AtomicU64,
     /// Item GETs saved by [`CollectorOptions::read_items_from_graph`].
@@ -242,7 +248,7 @@ pub struct Collector<C> {
     stale_copies: Mutex<std::collections::HashSet<NodeKey>>,
     /// Owners this collector orphaned, whose late-seen dependents keep living.
     orphaned: Arc<OrphanedOwners>,
-    /// Watchers behind the API server, and the orphanings waiting for them.
+    /// Watchers behind the API server, and the decisions waiting for them.
     lagging: LaggingWatchers,
     /// Virtual owners waiting for a proof list.
     proofs: Mutex<absence_proofs::Proofs>,
@@ -316,7 +322,8 @@ impl<C: Cluster> Collector<C> {
         self
     }
 
-    /// Sets how long an orphaning waits for a watcher that fell behind (see
+    /// Sets how long orphaning, or removing a `foregroundDeletion` finalizer, waits for a
+    /// watcher that fell behind (see
     /// [`LaggingWatchers`]; default [`lagging_watchers::DEFAULT_CATCH_UP_TIMEOUT`], zero for
     /// upstream's behaviour: no wait).
     #[must_use]
@@ -327,17 +334,20 @@ impl<C: Cluster> Collector<C> {
 
     /// Notes that `resource`'s watcher fell behind the API server (`behind`), or is back in
     /// step with it (or stopped). Called by the graph builder: "back" only once everything the
-    /// watcher sent before is applied to the graph. The orphanings held for it are queued again
-    /// when no watcher is behind. Any key works: the controller also holds orphaning under a
-    /// key of its own while discovery lags a CustomResourceDefinition change.
+    /// watcher sent before is applied to the graph. The decisions held for it are queued again
+    /// when no watcher is behind. Any key works: the controller also holds them under a key of
+    /// its own while discovery lags a CustomResourceDefinition change.
     pub fn note_watch_behind(&self, resource: &str, behind: bool) {
         let now = Instant::now();
         if behind {
             self.lagging.fall_behind(resource, now);
             return;
         }
-        for owner in self.lagging.catch_up(resource, now) {
-            self.attempt_to_orphan.add(owner);
+        for (owner, decision) in self.lagging.catch_up(resource, now) {
+            match decision {
+                HeldDecision::Orphaning => self.attempt_to_orphan.add(owner),
+                HeldDecision::ForegroundDeletion => self.enqueue_delete(owner, REASON_OTHER, false),
+            }
         }
     }
 
@@ -346,9 +356,9 @@ impl<C: Cluster> Collector<C> {
         self.lagging.behind(Instant::now())
     }
 
-    /// The resources whose watcher an orphaning waits for now (behind, within the catch-up
-    /// timeout), with how long each has been behind.
-    pub fn watchers_holding_orphans(&self) -> Vec<(String, std::time::Duration)> {
+    /// The resources whose watcher orphaning and foreground deletions wait for now (behind,
+    /// within the catch-up timeout), with how long each has been behind.
+    pub fn watchers_holding(&self) -> Vec<(String, std::time::Duration)> {
         self.lagging.holding(Instant::now())
     }
 
@@ -412,6 +422,15 @@ impl<C: Cluster> Collector<C> {
         } else {
             self.attempt_to_delete.add(key);
         }
+    }
+
+    /// Queues `key` to attemptToDelete after `delay` (an item held for watchers: see
+    /// [`LaggingWatchers`]).
+    fn enqueue_delete_after(&self, key: NodeKey, delay: std::time::Duration) {
+        if self.options.skip_observed_verification {
+            *self.reasons.lock().entry(key).or_insert(0) |= REASON_OTHER;
+        }
+        self.attempt_to_delete.add_after(key, delay);
     }
 
     /// Queues likely garbage: urgently with `garbage_first`.

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 
 use crate::cluster::{Cluster, ClusterError};
-use crate::collector::{Collector, OwnerClasses, Verdict};
+use crate::collector::{Collector, HeldDecision, OwnerClasses, Verdict};
 use crate::graph::NodeView;
 use crate::identity::{Namespace, ObjectReference, OwnerRef, Uid};
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -86,11 +86,16 @@ pub enum Decision {
     RemoveForegroundFinalizer,
     /// An orphaning deletion: remove the references of these many dependents, then `orphan`.
     OrphanDependents(usize),
-    /// An orphaning deletion that waits for these watchers, behind the API server (a broken
-    /// watch, a relist, a CRD change not yet discovered), each for how long so far: the
-    /// dependents they have not delivered would be missed (see
+    /// An orphaning deletion, or a foreground one with no blocking dependent left, that waits
+    /// for watchers behind the API server (a broken watch, a relist, a CRD change not yet
+    /// discovered): the dependents they have not delivered would be missed (see
     /// [`LaggingWatchers`](crate::collector::LaggingWatchers)).
-    WaitForWatchers(Vec<(String, std::time::Duration)>),
+    WaitForWatchers {
+        /// The decision that waits.
+        decision: HeldDecision,
+        /// The watchers it waits for, each with how long it has been behind so far.
+        behind: Vec<(String, std::time::Duration)>,
+    },
     /// The decision reads the dependents set, which is complete only once every resource has
     /// synced: it waits for that.
     DeferredUntilSynced,
@@ -279,9 +284,9 @@ fn decide<C: Cluster>(
             if warming_up {
                 return Decision::DeferredUntilSynced;
             }
-            let behind = collector.watchers_holding_orphans();
+            let behind = collector.watchers_holding();
             if !behind.is_empty() {
-                return Decision::WaitForWatchers(behind);
+                return Decision::WaitForWatchers { decision: HeldDecision::Orphaning, behind };
             }
             return Decision::OrphanDependents(graph.dependents_len(node.identity.uid));
         }
@@ -294,7 +299,15 @@ fn decide<C: Cluster>(
             return Decision::DeferredUntilSynced;
         }
         return match graph.blocking_dependents(node.identity.uid).len() {
-            0 => Decision::RemoveForegroundFinalizer,
+            0 => {
+                let behind = collector.watchers_holding();
+                if behind.is_empty() {
+                    Decision::RemoveForegroundFinalizer
+                } else {
+                    let decision = HeldDecision::ForegroundDeletion;
+                    Decision::WaitForWatchers { decision, behind }
+                }
+            }
             n => Decision::WaitForBlockingDependents(n),
         };
     }
