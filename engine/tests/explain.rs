@@ -132,6 +132,17 @@ fn a_foreground_chain_is_shown_down_to_what_holds_it() {
     assert!(mid.blocking[0].blocking.is_empty());
 }
 
+/// What the object `i` waits for, if it is held for watchers behind: the decision held and
+/// the resources it waits for.
+fn held_for(env: &Env<MemoryCluster>, i: u32) -> Option<(HeldDecision, Vec<String>)> {
+    match explained(env, i).decision {
+        Decision::WaitForWatchers { decision, behind } => {
+            Some((decision, behind.into_iter().map(|(resource, _)| resource).collect()))
+        }
+        _ => None,
+    }
+}
+
 #[test]
 fn an_orphaning_deletion_held_for_a_watcher_behind_names_it() {
     let mut env = env();
@@ -139,32 +150,32 @@ fn an_orphaning_deletion_held_for_a_watcher_behind_names_it() {
     add(&mut env, &pods(), meta("a", 2, vec![owner("ReplicaSet", "web", 1)], &[]));
     being_deleted(&mut env, &replicasets(), "web");
     env.collector.note_watch_behind("v1/configmaps", true);
-    match explained(&env, 1).decision {
-        Decision::WaitForWatchers { decision: HeldDecision::Orphaning, behind } => {
-            assert_eq!(behind.len(), 1);
-            assert_eq!(behind[0].0, "v1/configmaps");
-        }
-        other => panic!("expected to wait for the configmaps watcher: {other:?}"),
-    }
+    let configmaps = vec!["v1/configmaps".to_owned()];
+    assert_eq!(held_for(&env, 1), Some((HeldDecision::Orphaning, configmaps)));
     env.collector.note_watch_behind("v1/configmaps", false);
     assert_eq!(explained(&env, 1).decision, Decision::OrphanDependents(1));
 }
 
+/// Both steps of a foreground deletion that rest on the graph showing no dependents wait: the
+/// owner's finalizer (no blocking dependent left) and its dependent's background deletion (it
+/// shows none of its own).
 #[test]
 fn a_foreground_deletion_held_for_a_watcher_behind_names_it() {
     let mut env = env();
     add(&mut env, &replicasets(), meta("web", 1, vec![], &["foregroundDeletion"]));
+    let not_blocking =
+        OwnerReference { block_owner_deletion: None, ..owner("ReplicaSet", "web", 1) };
+    add(&mut env, &pods(), meta("a", 2, vec![not_blocking], &[]));
     being_deleted(&mut env, &replicasets(), "web");
-    env.collector.note_watch_behind("v1/pods", true);
-    match explained(&env, 1).decision {
-        Decision::WaitForWatchers { decision: HeldDecision::ForegroundDeletion, behind } => {
-            assert_eq!(behind.len(), 1);
-            assert_eq!(behind[0].0, "v1/pods");
-        }
-        other => panic!("expected to wait for the pods watcher: {other:?}"),
+    env.collector.note_watch_behind("v1/configmaps", true);
+    let configmaps = vec!["v1/configmaps".to_owned()];
+    for i in [1, 2] {
+        let held = held_for(&env, i);
+        assert_eq!(held, Some((HeldDecision::ForegroundDeletion, configmaps.clone())), "{i}");
     }
-    env.collector.note_watch_behind("v1/pods", false);
+    env.collector.note_watch_behind("v1/configmaps", false);
     assert_eq!(explained(&env, 1).decision, Decision::RemoveForegroundFinalizer);
+    assert_eq!(explained(&env, 2).decision, Decision::Delete { foreground: false });
 }
 
 #[test]

@@ -112,15 +112,16 @@ impl World {
 
     /// Runs the attemptToDelete worker and delivers what it changed to the graph, both
     /// watchers up, until neither has anything left; returns the writes made, in order.
-    fn collect_until_quiet(&mut self) -> Vec<String> {
+    fn collect_until_quiet(&mut self) -> Vec<Call> {
         let mut writes = Vec::new();
         loop {
             while !self.collector().attempt_to_delete_queue().is_empty() {
                 block_on(self.collector().process_attempt_to_delete_worker());
             }
             let calls = self.cluster.take_calls();
-            let written = calls.iter().filter(|c| matches!(c.verb(), Verb::Patch | Verb::Delete));
-            writes.extend(written.map(Call::action));
+            writes.extend(
+                calls.into_iter().filter(|c| matches!(c.verb(), Verb::Patch | Verb::Delete)),
+            );
             let events = self.cluster.take_watch_events();
             if events.is_empty() {
                 return writes;
@@ -159,6 +160,10 @@ impl World {
     fn owner_exists(&self) -> bool {
         self.cluster.object(&replicasets(), "ns", "owner").is_some()
     }
+}
+
+fn actions(calls: &[Call]) -> Vec<String> {
+    calls.iter().map(Call::action).collect()
 }
 
 fn meta(i: u32, name: &str, owner: Option<&ObjectMeta>) -> ObjectMeta {
@@ -215,17 +220,16 @@ fn a_foreground_deletion_waits_for_a_broken_watch_and_for_what_it_missed() {
     let mut w = World::new(Duration::from_secs(60));
     let cm = w.break_configmaps_and_delete_the_owner_in_the_foreground();
     w.cluster.take_calls();
-    // The ReplicaSet child (which does not block) is collected; the owner is held.
-    let writes = w.collect_until_quiet();
-    assert_eq!(writes, ["delete apps/v1, Resource=replicasets ns=ns name=child"]);
+    // Held, and so is the ReplicaSet child (which does not block, and shows no dependents):
+    // no write at all.
+    assert_eq!(actions(&w.collect_until_quiet()), Vec::<String>::new());
     assert!(w.owner_exists());
     let stats = w.collector().stats();
-    // Held at its first attempt, and again when the child's deletion queued it.
     assert_eq!(stats.foreground_deletions_held_for_watchers.load(Ordering::Relaxed), 2);
 
     w.builder.ingest(vec![batch(CM, vec![Notification::Resumed, Notification::Applied(cm)])]);
-    assert_eq!(w.collector().attempt_to_delete_queue().len(), 1, "queued again at once");
-    let writes = w.collect_until_quiet();
+    assert_eq!(w.collector().attempt_to_delete_queue().len(), 2, "queued again at once");
+    let writes = actions(&w.collect_until_quiet());
     let cm_deleted =
         writes.iter().position(|a| a.starts_with("delete") && a.ends_with("name=child-cm"));
     let owner_released =
@@ -235,6 +239,27 @@ fn a_foreground_deletion_waits_for_a_broken_watch_and_for_what_it_missed() {
         "the blocking ConfigMap goes before the owner: {writes:?}"
     );
     assert!(!w.owner_exists());
+}
+
+/// A dependent of a foreground-deleted owner, whose own dependent the broken watch missed, is
+/// not deleted in the background meanwhile (its dependent would then outlive the owner's
+/// wait): once the watch delivers that dependent, it is deleted in the foreground.
+#[test]
+fn a_dependent_of_a_foreground_deletion_waits_to_see_its_own_dependents() {
+    let mut w = World::new(Duration::from_secs(60));
+    w.builder.ingest(vec![batch(CM, vec![Notification::Interrupted])]);
+    let child = w.cluster.object(&replicasets(), "ns", "child").unwrap();
+    let cm = w.cluster.create(&configmaps(), meta(3, "grandchild", Some(&child))).unwrap();
+    w.delete_owner(PropagationPolicy::Foreground, "foregroundDeletion");
+    w.cluster.take_calls();
+    assert_eq!(actions(&w.collect_until_quiet()), Vec::<String>::new(), "held: no write");
+    assert!(w.cluster.object(&replicasets(), "ns", "child").is_some());
+
+    w.builder.ingest(vec![batch(CM, vec![Notification::Resumed, Notification::Applied(cm)])]);
+    let writes = w.collect_until_quiet();
+    let child_deleted = writes.iter().find(|c| c.verb() == Verb::Delete && c.name == "child");
+    let policy = child_deleted.and_then(|c| c.delete_options()?.propagation_policy);
+    assert_eq!(policy, Some(PropagationPolicy::Foreground), "{:?}", actions(&writes));
 }
 
 /// With a zero timeout (upstream's behaviour), the owner's `foregroundDeletion` goes while the

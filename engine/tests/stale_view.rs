@@ -21,7 +21,8 @@
 //! dependents block or are to be orphaned (a dependent not observed yet cannot be waited for:
 //! upstream's race #26120, the same in every informer-based collector), except that `orphan`
 //! and `foregroundDeletion` may not go while a dependent (a blocking one, for
-//! `foregroundDeletion`) is unseen because its watcher is down. Everything else is
+//! `foregroundDeletion`) is unseen because its watcher is down, nor may a dependent of a waiting
+//! owner be deleted as if it had no dependents of its own while one is unseen that way. Everything else is
 //! judged on live state. After the history, every event is delivered, the workers run to
 //! quiescence, and nothing may be stuck: no GC finalizer whose condition holds, no garbage left.
 //!
@@ -493,7 +494,7 @@ fn judge(cluster: &MemoryCluster, graph: &Graph, verdicts: &Verdicts, call: &Cal
                 Some(PropagationPolicy::Foreground) => "delete foreground",
                 _ => "delete background",
             });
-            judge_delete(cluster, graph, &live, options)
+            judge_delete(cluster, graph, verdicts, &live, options)
         }
         Request::Patch(patch) => {
             // Widgets are registered as a custom resource: no strategic merge.
@@ -560,6 +561,7 @@ fn policy_for_finalizers(meta: &ObjectMeta) -> PropagationPolicy {
 fn judge_delete(
     cluster: &MemoryCluster,
     graph: &Graph,
+    verdicts: &Verdicts,
     item: &ObjectMeta,
     options: &DeleteOptions,
 ) -> Result<(), String> {
@@ -572,8 +574,23 @@ fn judge_delete(
         return Err(format!("a live owner holds it: {classes:?}"));
     }
     // Upstream counts the item's dependents in its graph.
-    let waiting =
-        classes.contains(&Class::Waiting) && graph.dependents_len(Uid::parse(&item.uid)) != 0;
+    let owner_waits = classes.contains(&Class::Waiting);
+    let waiting = owner_waits && graph.dependents_len(Uid::parse(&item.uid)) != 0;
+    if owner_waits && !waiting {
+        // Not in the graph because its watcher is down (not merely in flight): kube-gc waits
+        // for the watcher (`collector::lagging_watchers`) rather than delete the item in the
+        // background and leave its dependent to outlive the waiting owner.
+        let broken = verdicts.broken.lock().unwrap().clone();
+        let unseen = cluster.objects().into_iter().find(|(res, d)| {
+            broken.contains(&res.resource) && d.owner_references.iter().any(|r| r.uid == item.uid)
+        });
+        if let Some((_, d)) = unseen {
+            return Err(format!(
+                "deleted without waiting for {}, unseen (its watcher is down), while an owner waits",
+                d.name
+            ));
+        }
+    }
     let want = if waiting { PropagationPolicy::Foreground } else { policy_for_finalizers(item) };
     if options.propagation_policy != Some(want) {
         return Err(format!(

@@ -28,9 +28,9 @@ pub enum DeleteItemResult {
     Deleted,
     /// A deleting-dependents owner: queued its blocking dependents, or removed its finalizer.
     ProcessedDeletingDependents,
-    /// A deleting-dependents owner with no blocking dependent in the graph, held while a
-    /// watcher is behind (see [`LaggingWatchers`](super::LaggingWatchers)): queued again once
-    /// none is, or at the catch-up timeout.
+    /// A step of a foreground deletion held while a watcher is behind (see
+    /// [`HeldDecision::ForegroundDeletion`]): queued again once none is, or at the catch-up
+    /// timeout.
     HeldForWatchers,
 }
 
@@ -104,6 +104,8 @@ impl<C: Cluster> Collector<C> {
                 self.last_errors.lock().put(node.identity.uid, e.to_string());
                 Outcome::Requeue
             }
+            // Held for watchers behind: queued again when they catch up, or at the timeout.
+            Ok(DeleteItemResult::HeldForWatchers) => Outcome::Forget,
             Ok(_) if was_virtual && self.still_virtual(key) => {
                 // #56121: requeue a virtual node until the informer observes it or a live read
                 // finds it absent, so that it is never stranded in the graph.
@@ -282,7 +284,21 @@ impl<C: Cluster> Collector<C> {
                     )),
                 };
             }
-            Verdict::Delete { foreground } => foreground,
+            Verdict::Delete { foreground } => {
+                // Divergence from upstream: an owner waits for its dependents, and the graph
+                // shows this item none, so it would go in the background and any dependents a
+                // watcher behind has not delivered would be collected after it, perhaps after
+                // the waiting owner too; with them seen, it goes in the foreground and holds
+                // that owner until they are gone. Wait for the watchers, as the owner's own
+                // finalizer does (below): that owner waits for them anyway.
+                if classes.waiting_for_dependents_deletion > 0
+                    && !foreground
+                    && self.hold_for_watchers(item)
+                {
+                    return Ok(DeleteItemResult::HeldForWatchers);
+                }
+                foreground
+            }
         };
         let policy = if waiting_with_dependents {
             // Some owner waits for its dependents and this item has dependents of its own: if
@@ -353,6 +369,28 @@ impl<C: Cluster> Collector<C> {
         }
     }
 
+    /// Whether a step of a foreground deletion that rests on the graph showing no dependents
+    /// (see [`HeldDecision::ForegroundDeletion`]) waits for watchers behind: if so, `item` is
+    /// held, and queued again once none is, or at the catch-up timeout. Waiting writes nothing,
+    /// and the item is read live again when it comes back.
+    fn hold_for_watchers(&self, item: &NodeView) -> bool {
+        let key = item.key();
+        match self.lagging.admit(key, HeldDecision::ForegroundDeletion, Instant::now()) {
+            Admission::Proceed => false,
+            Admission::Hold(at_most) => {
+                tracing::debug!(item = %item.identity, behind = ?self.watchers_behind(), "a watcher is behind, this step of a foreground deletion waits for it");
+                self.stats.foreground_deletions_held_for_watchers.fetch_add(1, Relaxed);
+                self.enqueue_delete_after(key, at_most);
+                true
+            }
+            Admission::ProceedPastTimeout(behind) => {
+                tracing::warn!(item = %item.identity, ?behind, timeout = ?self.lagging.timeout(), "a step of a foreground deletion goes ahead although watchers are still behind after the catch-up timeout: dependents they have not delivered may outlive the owner");
+                self.stats.foreground_deletions_past_catch_up_timeout.fetch_add(1, Relaxed);
+                false
+            }
+        }
+    }
+
     /// A write decided on `view` failed. A conflict on a write decided from the graph's copy
     /// means the copy is stale: the item's next decision reads it live.
     fn write_failed(
@@ -411,21 +449,9 @@ impl<C: Cluster> Collector<C> {
             // Divergence from upstream, which removes the finalizer on its graph's word: while
             // a watcher that had synced is behind, a blocking dependent it has not delivered is
             // not in the graph, and the owner would go before it. Wait for the watcher, within
-            // the catch-up timeout, as orphaning does (see `LaggingWatchers`). Waiting writes
-            // nothing; the item is read live again when it comes back.
-            let key = item.key();
-            match self.lagging.admit(key, HeldDecision::ForegroundDeletion, Instant::now()) {
-                Admission::Proceed => {}
-                Admission::Hold(at_most) => {
-                    tracing::debug!(item = %item.identity, behind = ?self.watchers_behind(), "a watcher is behind, removing foregroundDeletion waits for it");
-                    self.stats.foreground_deletions_held_for_watchers.fetch_add(1, Relaxed);
-                    self.enqueue_delete_after(key, at_most);
-                    return Ok(DeleteItemResult::HeldForWatchers);
-                }
-                Admission::ProceedPastTimeout(behind) => {
-                    tracing::warn!(item = %item.identity, ?behind, timeout = ?self.lagging.timeout(), "removing foregroundDeletion although watchers are still behind after the catch-up timeout: blocking dependents they have not delivered may outlive the owner");
-                    self.stats.foreground_deletions_past_catch_up_timeout.fetch_add(1, Relaxed);
-                }
+            // the catch-up timeout, as orphaning does (see `LaggingWatchers`).
+            if self.hold_for_watchers(item) {
+                return Ok(DeleteItemResult::HeldForWatchers);
             }
             tracing::debug!(item = %item.identity, "remove DeleteDependents finalizer for item");
             self.remove_finalizer(&item.identity, FINALIZER_DELETE_DEPENDENTS).await?;

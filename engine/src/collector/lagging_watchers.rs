@@ -1,16 +1,17 @@
 //! Watchers that fell behind the API server, and the decisions that wait for them.
 //!
-//! Two of the collector's writes rest on the graph knowing *every* dependent of an owner, not
-//! just on the owner itself: orphaning removes the owner from the dependents its graph knows,
-//! then its `orphan` finalizer; a foreground deletion removes its `foregroundDeletion`
-//! finalizer once its graph shows no blocking dependent left. Either way the API server then
-//! deletes the owner.
+//! Some of the collector's writes rest on the graph knowing *every* dependent of an object,
+//! not just on the object itself: orphaning removes the owner from the dependents its graph
+//! knows, then its `orphan` finalizer; a foreground deletion removes its `foregroundDeletion`
+//! finalizer once its graph shows no blocking dependent left, and deletes a dependent of it in
+//! the background when its graph shows that dependent none of its own.
 //!
 //! - A dependent the graph does not know keeps its reference to an orphaned owner, and once it
 //!   is seen, its owner is absent and it is collected: the opposite of what the user asked for.
 //! - A blocking dependent the graph does not know outlives its foreground-deleted owner: the
 //!   owner goes first, which `blockOwnerDeletion` exists to prevent (the dependent is collected
-//!   afterwards, so only the order is wrong).
+//!   afterwards, so only the order is wrong). A dependent deleted in the background for want of
+//!   known dependents of its own lets those outlive the owner in the same way.
 //!
 //! Upstream lives with both races (#26120), and they are not only about a dependent "still in
 //! flight": a watcher whose watch broke (a cut connection, a 429, a 410 and its relist) misses
@@ -64,8 +65,10 @@ pub const DEFAULT_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum HeldDecision {
     /// Orphaning the owner's dependents, then removing its `orphan` finalizer (attemptToOrphan).
     Orphaning,
-    /// Removing the owner's `foregroundDeletion` finalizer, its graph showing no blocking
-    /// dependent (attemptToDelete).
+    /// A step of a foreground deletion that rests on the graph showing no dependents
+    /// (attemptToDelete): removing the owner's `foregroundDeletion` finalizer, no blocking
+    /// dependent left; or deleting a dependent of such an owner in the background rather than
+    /// in the foreground, the dependent having none of its own.
     ForegroundDeletion,
 }
 

@@ -337,6 +337,16 @@ fn decide<C: Cluster>(
             Decision::RemoveReferences(dangling.into_iter().chain(waiting).collect())
         }
         Verdict::DeferUntilSynced => Decision::DeferredUntilSynced,
+        Verdict::Delete { foreground: false } if !waiting.is_empty() => {
+            // A dependent of a foreground deletion showing no dependents of its own waits for
+            // the watchers behind (see `HeldDecision::ForegroundDeletion`).
+            let behind = collector.watchers_holding();
+            if behind.is_empty() {
+                Decision::Delete { foreground: false }
+            } else {
+                Decision::WaitForWatchers { decision: HeldDecision::ForegroundDeletion, behind }
+            }
+        }
         Verdict::Delete { foreground } => Decision::Delete { foreground },
     }
 }
