@@ -171,7 +171,9 @@ pub fn explanation_json(e: &Explanation) -> Value {
             json!({
                 "then": match decision {
                     HeldDecision::Orphaning => "orphanDependents",
-                    HeldDecision::ForegroundDeletion => "removeForegroundFinalizer",
+                    HeldDecision::ForegroundDeletion if e.being_deleted => "removeForegroundFinalizer",
+                    // A dependent of a foreground deletion, to delete once its own are known.
+                    HeldDecision::ForegroundDeletion => "delete",
                 },
                 "watchers": behind
                     .iter()

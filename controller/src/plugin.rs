@@ -316,6 +316,7 @@ fn explain_text(e: &Value) -> String {
                 .collect();
             let then = match detail["then"].as_str() {
                 Some("removeForegroundFinalizer") => "remove its foregroundDeletion finalizer",
+                Some("delete") => "delete it, as its owner's foreground deletion asks,",
                 _ => "orphan its dependents",
             };
             format!("{then} once these watchers catch up: {}", watchers.join(", "))
@@ -555,10 +556,10 @@ mod tests {
         use kube_gc_engine::collector::HeldDecision;
         use kube_gc_engine::inspect::{Decision, Explanation};
         let uid = "00000000-0000-4000-8000-000000000001";
-        let held = |decision| Explanation {
+        let held = |decision, being_deleted| Explanation {
             object: kube_gc_engine::ObjectReference::new("apps/v1", "ReplicaSet", "ns", "web", uid),
             observed: true,
-            being_deleted: true,
+            being_deleted,
             owners: Vec::new(),
             decision: Decision::WaitForWatchers {
                 decision,
@@ -573,11 +574,16 @@ mod tests {
             finalizers: Vec::new(),
             live_read_error: None,
         };
-        for (decision, next) in [
-            (HeldDecision::Orphaning, "orphan its dependents"),
-            (HeldDecision::ForegroundDeletion, "remove its foregroundDeletion finalizer"),
+        for (decision, being_deleted, next) in [
+            (HeldDecision::Orphaning, true, "orphan its dependents"),
+            (HeldDecision::ForegroundDeletion, true, "remove its foregroundDeletion finalizer"),
+            (
+                HeldDecision::ForegroundDeletion,
+                false,
+                "delete it, as its owner's foreground deletion asks,",
+            ),
         ] {
-            let text = explain_text(&explanation_json(&held(decision)));
+            let text = explain_text(&explanation_json(&held(decision, being_deleted)));
             let want = format!(
                 "Next: {next} once these watchers catch up: v1/configmaps (behind 12s), discovery (behind 2s)"
             );

@@ -304,12 +304,12 @@ impl Collector for ScrapeTime {
             ),
             (
                 "kube_gc_foreground_deletions_held_for_watchers",
-                "Removals of a foregroundDeletion finalizer, no blocking dependent left in the graph, held while a watcher was behind, until it caught up (--watcher-catch-up-timeout)",
+                "Steps of a foreground deletion resting on the graph showing no dependents (removing foregroundDeletion, deleting a dependent in the background) held while a watcher was behind, until it caught up (--watcher-catch-up-timeout)",
                 &stats.foreground_deletions_held_for_watchers,
             ),
             (
                 "kube_gc_foreground_deletions_past_catch_up_timeout",
-                "Removals of a foregroundDeletion finalizer that went ahead with a watcher behind for longer than --watcher-catch-up-timeout (a blocking dependent it has not delivered may outlive the owner)",
+                "Steps of a foreground deletion that went ahead with a watcher behind for longer than --watcher-catch-up-timeout (a dependent it has not delivered may outlive the owner)",
                 &stats.foreground_deletions_past_catch_up_timeout,
             ),
             (

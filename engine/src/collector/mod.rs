@@ -171,11 +171,11 @@ pub struct CollectorStats {
     /// Orphanings that went ahead although a watcher had been behind for longer than the
     /// catch-up timeout.
     pub orphans_past_catch_up_timeout: AtomicU64,
-    /// Removals of a `foregroundDeletion` finalizer held while a watcher was behind
-    /// ([`LaggingWatchers`]).
+    /// Steps of a foreground deletion held while a watcher was behind
+    /// ([`HeldDecision::ForegroundDeletion`]).
     pub foreground_deletions_held_for_watchers: AtomicU64,
-    /// Removals of a `foregroundDeletion` finalizer that went ahead although a watcher had been
-    /// behind for longer than the catch-up timeout.
+    /// Steps of a foreground deletion that went ahead although a watcher had been behind for
+    /// longer than the catch-up timeout.
     pub foreground_deletions_past_catch_up_timeout: AtomicU64,
     /// Owner lookups answered by a concurrent worker's identical request.
     pub owner_lookups_shared: AtomicU64,
