@@ -323,6 +323,81 @@ async fn the_blast_radius_is_what_a_background_delete_removes() {
     gc.stop().await;
 }
 
+/// kube-gc started on `sim` with no periodic resync, a ConfigMap `owner` with a Pod depending on
+/// it, then a CustomResourceDefinition for Widgets that kube-gc has seen, and a Widget naming
+/// `owner` (`blockOwnerDeletion` as `block`), created just now: its watcher does not exist yet.
+struct JustDiscovered {
+    gc: Gc,
+    cms: Api<ConfigMap>,
+    widgets: Api<kube::api::DynamicObject>,
+}
+
+impl JustDiscovered {
+    async fn start(sim: &SimCluster, block: bool) -> JustDiscovered {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+        let c = client(sim).await;
+        let (cms, pods) = apis(&c).await;
+        let gc = Gc::start_with(sim, &["--resync-period", "1h"]).await;
+        let owner = cms.create(&PostParams::default(), &cm("owner")).await.unwrap();
+        pods.create(&PostParams::default(), &owned_pod("pod", &owner, false)).await.unwrap();
+        eventually("kube-gc is ready", || async {
+            gc.gc.debug().ready.load(std::sync::atomic::Ordering::Acquire)
+        })
+        .await;
+
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true}]
+            }
+        }))
+        .unwrap();
+        let crd = Api::<CustomResourceDefinition>::all(c.clone())
+            .create(&PostParams::default(), &crd)
+            .await
+            .unwrap();
+        // Once kube-gc has seen the CRD (its watch and the owner's are separate streams, and a
+        // decision made before the CRD's event arrives is upstream's race, in flight).
+        let crd_uid = kube_gc_engine::Uid::parse(&crd.metadata.uid.unwrap());
+        eventually("kube-gc sees the CRD", || async {
+            gc.gc.debug().graph.node(crd_uid).is_some()
+        })
+        .await;
+        let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+        let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &ar);
+        let widget: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "widget", "ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                "uid": owner.metadata.uid.clone().unwrap(),
+                "blockOwnerDeletion": block,
+            }]}
+        }))
+        .unwrap();
+        widgets.create(&PostParams::default(), &widget).await.unwrap();
+        JustDiscovered { gc, cms, widgets }
+    }
+}
+
+/// Where the first audit record of `sim` that `matches` is.
+fn first_record(
+    sim: &SimCluster,
+    what: &str,
+    matches: impl Fn(&kube_gc_simcluster::audit::WriteRecord) -> bool,
+) -> usize {
+    let records = sim.audit().records();
+    records.iter().position(matches).unwrap_or_else(|| panic!("no record of {what}"))
+}
+
+/// Whether `r` records the removal of `resource` `name` from the store.
+fn removal(r: &kube_gc_simcluster::audit::WriteRecord, resource: &str, name: &str) -> bool {
+    r.resource == resource && r.name == name && r.removed
+}
+
 /// A custom resource created just before its owner is deleted with `orphan` is orphaned with the
 /// owner's other dependents, before the owner goes, though no periodic resync discovers it in
 /// time (`--resync-period 1h`): the CustomResourceDefinition's creation calls for a discovery,
@@ -333,49 +408,8 @@ async fn the_blast_radius_is_what_a_background_delete_removes() {
 /// has just called for one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resource_created_just_before_an_orphan_delete_is_orphaned_first() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
     let sim = start().await;
-    let c = client(&sim).await;
-    let (cms, pods) = apis(&c).await;
-    let gc = Gc::start_with(&sim, &["--resync-period", "1h"]).await;
-    let owner = cms.create(&PostParams::default(), &cm("owner")).await.unwrap();
-    pods.create(&PostParams::default(), &owned_pod("pod", &owner, false)).await.unwrap();
-    eventually("kube-gc is ready", || async {
-        gc.gc.debug().ready.load(std::sync::atomic::Ordering::Acquire)
-    })
-    .await;
-
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true}]
-        }
-    }))
-    .unwrap();
-    let crd = Api::<CustomResourceDefinition>::all(c.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    // Once kube-gc has seen the CRD (its watch and the owner's are separate streams, and an
-    // orphaning decided before the CRD's event arrives is upstream's race, in flight).
-    let crd_uid = kube_gc_engine::Uid::parse(&crd.metadata.uid.unwrap());
-    eventually("kube-gc sees the CRD", || async { gc.gc.debug().graph.node(crd_uid).is_some() })
-        .await;
-    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
-    let ar = ApiResource::from_gvk_with_plural(&gvk, "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &ar);
-    let widget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "example.com/v1", "kind": "Widget",
-        "metadata": {"name": "widget", "ownerReferences": [{
-            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-            "uid": owner.metadata.uid.clone().unwrap(),
-        }]}
-    }))
-    .unwrap();
-    widgets.create(&PostParams::default(), &widget).await.unwrap();
+    let JustDiscovered { gc, cms, widgets } = JustDiscovered::start(&sim, false).await;
     cms.delete("owner", &DeleteParams::orphan()).await.unwrap();
 
     eventually("the owner goes", || gone(&cms, "owner")).await;
@@ -386,21 +420,39 @@ async fn a_custom_resource_created_just_before_an_orphan_delete_is_orphaned_firs
             .is_ok_and(|w| w.metadata.owner_references.is_none_or(|r| r.is_empty()))
     })
     .await;
-    let records = sim.audit().records();
-    let patched = |resource: &str, name: &str| {
-        (records.iter()).position(|r| {
-            r.verb == kube_gc_simcluster::audit::Verb::Patch
-                && r.resource == resource
-                && r.name == name
-        })
-    };
-    let widget_orphaned = patched("widgets.example.com", "widget").expect("the widget's patch");
-    let owner_gone = (records.iter())
-        .position(|r| r.resource == "configmaps" && r.name == "owner" && r.removed)
-        .expect("the owner's removal");
+    let widget_orphaned = first_record(&sim, "the widget's patch", |r| {
+        r.verb == kube_gc_simcluster::audit::Verb::Patch
+            && r.resource == "widgets.example.com"
+            && r.name == "widget"
+    });
+    let owner_gone =
+        first_record(&sim, "the owner's removal", |r| removal(r, "configmaps", "owner"));
     assert!(
         widget_orphaned < owner_gone,
         "the widget was orphaned after its owner went (records {widget_orphaned} and {owner_gone})"
+    );
+    gc.stop().await;
+}
+
+/// The same for a foreground deletion: a custom resource that blocks its owner, created just
+/// before the owner is deleted in the foreground, is deleted before the owner goes. Without
+/// the wait, the owner's `foregroundDeletion` would go while the custom resource has no
+/// watcher yet, and the owner before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_created_just_before_a_foreground_delete_goes_first() {
+    let sim = start().await;
+    let JustDiscovered { gc, cms, widgets } = JustDiscovered::start(&sim, true).await;
+    cms.delete("owner", &DeleteParams::foreground()).await.unwrap();
+
+    eventually("the owner goes", || gone(&cms, "owner")).await;
+    eventually("the widget goes", || gone(&widgets, "widget")).await;
+    let widget_gone =
+        first_record(&sim, "the widget's removal", |r| removal(r, "widgets.example.com", "widget"));
+    let owner_gone =
+        first_record(&sim, "the owner's removal", |r| removal(r, "configmaps", "owner"));
+    assert!(
+        widget_gone < owner_gone,
+        "the owner went before the widget that blocks it (records {owner_gone} and {widget_gone})"
     );
     gc.stop().await;
 }
