@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use kube_gc_lab::InProcess;
 use kube_gc_lab::in_process::TempFile;
+use kube_gc_simcluster::SimCluster;
 use serde_json::{Value, json};
 
 const PARSE: &str = r#"
@@ -83,6 +84,23 @@ fn value(
         .sum()
 }
 
+/// kube-gc's command line against `sim` (and the kubeconfig file it names, removed when
+/// dropped), on a budget that binds: 2 calls/s (twice --kube-api-qps) with a burst of 1.
+fn on_a_budget_that_binds(sim: &SimCluster, tag: &str) -> (TempFile, Vec<String>) {
+    let path = std::env::temp_dir().join(format!(
+        "kube-gc-metrics-{tag}-{}-{}.kubeconfig",
+        std::process::id(),
+        sim.addr().port()
+    ));
+    let kubeconfig = TempFile::write(path, &sim.kubeconfig()).unwrap();
+    let mut args = InProcess::simcluster_args(&kubeconfig.0);
+    for (flag, value) in [("--kube-api-qps", "1"), ("--kube-api-burst", "1")] {
+        let at = args.iter().position(|a| a == flag).expect("the flag is set") + 1;
+        args[at] = value.to_owned();
+    }
+    (kubeconfig, args)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_parse_with_upstreams_families_and_the_rate_limiter_moves() {
     let Some(python) = python() else {
@@ -95,18 +113,7 @@ async fn metrics_parse_with_upstreams_families_and_the_rate_limiter_moves() {
     };
     let sim = start().await;
     let c = client(&sim).await;
-    let path = std::env::temp_dir().join(format!(
-        "kube-gc-metrics-{}-{}.kubeconfig",
-        std::process::id(),
-        sim.addr().port()
-    ));
-    let kubeconfig = TempFile::write(path, &sim.kubeconfig()).unwrap();
-    // A budget that binds: 2 calls/s (twice --kube-api-qps) with a burst of 1.
-    let mut args = InProcess::simcluster_args(&kubeconfig.0);
-    for (flag, value) in [("--kube-api-qps", "1"), ("--kube-api-burst", "1")] {
-        let at = args.iter().position(|a| a == flag).expect("the flag is set") + 1;
-        args[at] = value.to_owned();
-    }
+    let (_kubeconfig, args) = on_a_budget_that_binds(&sim, "parse");
     let gc = InProcess::start(args).await.unwrap();
     let registry = gc.debug().registry.clone();
     let scrape = || parse(&python, &kube_gc::metrics::encode(&registry));
@@ -258,4 +265,75 @@ async fn metrics_parse_with_upstreams_families_and_the_rate_limiter_moves() {
         label_names(&after, "kube_gc_api_calls", "kube_gc_api_calls_total"),
         BTreeSet::from(["purpose", "verb"].map(str::to_owned))
     );
+}
+
+/// Every metric the README names (its "Metrics" list, its alerts, the flags and the figures)
+/// is one kube-gc exposes: a renamed or removed family would silently break a dashboard or an
+/// alert written from the README. Some families have series only once something happened (a
+/// deletion, a wait for the budget, a write withheld by `--dry-run`), so each run here collects
+/// a garbage Pod, on a budget that binds, once for real and once in dry-run mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_the_readme_names_is_exposed() {
+    let readme = include_str!("../../README.md");
+    let prefixes = ["kube_gc_", "workqueue_", "rest_client_", "leader_election_"];
+    let mut named = BTreeSet::new();
+    for (at, _) in readme.match_indices(|c: char| c.is_ascii_lowercase()) {
+        let rest = &readme[at..];
+        let starts_a_word = at == 0 || !readme.as_bytes()[at - 1].is_ascii_alphanumeric();
+        if !starts_a_word || !prefixes.iter().any(|p| rest.starts_with(p)) {
+            continue;
+        }
+        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(0);
+        let name = &rest[..end];
+        // `kube_gc_ingest_*` and the like name a group, not one family.
+        if !name.ends_with('_') {
+            named.insert(name.to_owned());
+        }
+    }
+    assert!(named.len() > 20, "the README's metric names were not found: {named:?}");
+
+    let sim = start().await;
+    let c = client(&sim).await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut exposed = BTreeSet::new();
+    for (run, dry_run) in [(0, false), (1, true)] {
+        let (_kubeconfig, mut args) = on_a_budget_that_binds(&sim, &format!("readme-{run}"));
+        if dry_run {
+            args.extend(["--dry-run", "--leader-elect=false"].map(str::to_owned));
+        }
+        let gc = InProcess::start(args).await.unwrap();
+        let name = format!("garbage-{run}");
+        let pod: Pod =
+            serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": [{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": "never",
+                "uid": format!("00000000-0000-4000-8000-00000000010{run}")
+            }]}}))
+            .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let registry = gc.debug().registry.clone();
+        let done =
+            if dry_run { "kube_gc_dry_run_writes_total{" } else { "kube_gc_deleted_total 1" };
+        eventually("the garbage Pod collected (or its delete withheld)", || async {
+            kube_gc::metrics::encode(&registry).contains(done)
+        })
+        .await;
+        let text = kube_gc::metrics::encode(&registry);
+        gc.stop().await;
+        for line in text.lines() {
+            if let Some(family) = line.strip_prefix("# TYPE ").and_then(|l| l.split(' ').next()) {
+                exposed.insert(family.to_owned());
+            }
+        }
+    }
+    // A sample's name is its family's, with the suffix of its type.
+    let family = |name: &str| {
+        let suffixes = ["_total", "_bucket", "_sum", "_count"];
+        (suffixes.iter()).find_map(|s| name.strip_suffix(s)).unwrap_or(name).to_owned()
+    };
+    // Set by the binary's leader election, which in-process runs leave out; the e2e suite's
+    // leader-election test reads it from the binary (controller/tests/e2e/leader.rs).
+    exposed.insert("leader_election_master_status".to_owned());
+    let missing: Vec<&String> =
+        named.iter().filter(|n| !exposed.contains(*n) && !exposed.contains(&family(n))).collect();
+    assert!(missing.is_empty(), "the README names metrics kube-gc does not expose: {missing:?}");
 }
