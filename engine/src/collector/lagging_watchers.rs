@@ -20,7 +20,7 @@
 //! dependent instead, but that memory is in the process: a restart in between loses it, and the
 //! new process collects the dependent (chaos seed 1740 did, 5 runs in 100).
 //!
-//! So both decisions wait while a watcher that had synced is behind: its watch broke and has
+//! So these decisions wait while a watcher that had synced is behind: its watch broke and has
 //! not resumed, or it is relisting. The graph builder says when a watcher falls behind and when
 //! it is back ([`Notification::Interrupted`], `ListStarted`, [`Notification::Resumed`],
 //! `ListDone`), and says it back only after applying everything that watcher sent before. The
@@ -31,13 +31,16 @@
 //!
 //! # Why it is safe, and what it does not close
 //!
-//! Waiting writes nothing: it delays a finalizer's removal, a write upstream would make, and
-//! every decision after the wait reads the owner live again. A foreground deletion waits only
-//! once its graph shows no blocking dependent: while one is left it waits anyway, as upstream. It only narrows the race
-//! to what no metadata watch of a v1.20 API server can tell: an event already sent by the
-//! server but not yet applied to the graph (milliseconds on a live stream, a resumed watch's
-//! backlog included), a dependent written after the owner's live read, and a CRD whose event
-//! reaches kube-gc after the owner's. Those are covered by the in-process memory, as before.
+//! Waiting writes nothing: it delays a write upstream would make (a finalizer's removal, a
+//! dependent's deletion), and every decision after the wait reads the object live again. A
+//! foreground deletion is held only once its graph shows no blocking dependent (while one is
+//! left it waits anyway, as upstream's), and a dependent of it only while that owner waits: the
+//! owner is held over the same lag, so the deletion as a whole ends no later for it. The hold
+//! only narrows the race to what no metadata watch of a v1.20 API server can tell: an event
+//! already sent by the server but not yet applied to the graph (milliseconds on a live stream,
+//! a resumed watch's backlog included), a dependent written after the owner's live read, and a
+//! CRD whose event reaches kube-gc after the owner's. For orphaning, those are covered by the
+//! in-process memory, as before.
 //! A barrier on resourceVersions (every watcher past the owner's) is out of reach there: an
 //! idle resource's watch delivers nothing to compare, and v1.20 sends bookmarks only just
 //! before a watch's timeout.
