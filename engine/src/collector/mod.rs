@@ -322,8 +322,8 @@ impl<C: Cluster> Collector<C> {
         self
     }
 
-    /// Sets how long orphaning, or removing a `foregroundDeletion` finalizer, waits for a
-    /// watcher that fell behind (see
+    /// Sets how long orphaning, or a step of a foreground deletion
+    /// ([`HeldDecision::ForegroundDeletion`]), waits for a watcher that fell behind (see
     /// [`LaggingWatchers`]; default [`lagging_watchers::DEFAULT_CATCH_UP_TIMEOUT`], zero for
     /// upstream's behaviour: no wait).
     #[must_use]

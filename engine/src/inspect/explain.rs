@@ -86,8 +86,9 @@ pub enum Decision {
     RemoveForegroundFinalizer,
     /// An orphaning deletion: remove the references of these many dependents, then `orphan`.
     OrphanDependents(usize),
-    /// An orphaning deletion, or a foreground one with no blocking dependent left, that waits
-    /// for watchers behind the API server (a broken watch, a relist, a CRD change not yet
+    /// An orphaning deletion, or a step of a foreground one (its owner with no blocking
+    /// dependent left, or a dependent of it showing none of its own), that waits for watchers
+    /// behind the API server (a broken watch, a relist, a CRD change not yet
     /// discovered): the dependents they have not delivered would be missed (see
     /// [`LaggingWatchers`](crate::collector::LaggingWatchers)).
     WaitForWatchers {
