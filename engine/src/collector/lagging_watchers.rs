@@ -22,10 +22,10 @@
 //!
 //! So these decisions wait while a watcher that had synced is behind: its watch broke and has
 //! not resumed, or it is relisting. The graph builder says when a watcher falls behind and when
-//! it is back ([`Notification::Interrupted`], `ListStarted`, [`Notification::Resumed`],
-//! `ListDone`), and says it back only after applying everything that watcher sent before. The
-//! held owners are queued again, each to the queue it came from, as soon as no watcher is
-//! behind. The controller holds them the same way, under the key `discovery`, from a
+//! it is back ([`Notification::Interrupted`](crate::Notification::Interrupted), `ListStarted`,
+//! [`Notification::Resumed`](crate::Notification::Resumed), `ListDone`), and says it back only
+//! after applying everything that watcher sent before. The held owners are queued again, each
+//! to the queue it came from, as soon as no watcher is behind. The controller holds them the same way, under the key `discovery`, from a
 //! CustomResourceDefinition change until a discovery that began after it: a custom resource
 //! created meanwhile has no watcher yet (`controller/src/run.rs`, `DISCOVERY_BEHIND`).
 //!
