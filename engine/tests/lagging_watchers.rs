@@ -241,25 +241,32 @@ fn a_foreground_deletion_waits_for_a_broken_watch_and_for_what_it_missed() {
     assert!(!w.owner_exists());
 }
 
-/// A dependent of a foreground-deleted owner, whose own dependent the broken watch missed, is
-/// not deleted in the background meanwhile (its dependent would then outlive the owner's
-/// wait): once the watch delivers that dependent, it is deleted in the foreground.
+/// A dependent that blocks a foreground-deleted owner, whose own dependent the broken watch
+/// missed, is not deleted in the background meanwhile (its dependent would then outlive the
+/// owner's wait): once the watch delivers that dependent, it is deleted in the foreground.
+/// (It blocks, so that the owner waits for it whichever the held items run first; a
+/// dependent that does not block may go in the background once its owner is gone, as
+/// upstream's would.)
 #[test]
 fn a_dependent_of_a_foreground_deletion_waits_to_see_its_own_dependents() {
     let mut w = World::new(Duration::from_secs(60));
+    let mut blocker = meta(4, "blocker", Some(&w.owner));
+    blocker.owner_references[0].block_owner_deletion = Some(true);
+    let blocker = w.cluster.create(&replicasets(), blocker).unwrap();
+    w.builder.ingest(vec![batch(RS, vec![Notification::Applied(blocker.clone())])]);
     w.builder.ingest(vec![batch(CM, vec![Notification::Interrupted])]);
-    let child = w.cluster.object(&replicasets(), "ns", "child").unwrap();
-    let cm = w.cluster.create(&configmaps(), meta(3, "grandchild", Some(&child))).unwrap();
+    let cm = w.cluster.create(&configmaps(), meta(3, "grandchild", Some(&blocker))).unwrap();
     w.delete_owner(PropagationPolicy::Foreground, "foregroundDeletion");
     w.cluster.take_calls();
     assert_eq!(actions(&w.collect_until_quiet()), Vec::<String>::new(), "held: no write");
-    assert!(w.cluster.object(&replicasets(), "ns", "child").is_some());
+    assert!(w.cluster.object(&replicasets(), "ns", "blocker").is_some());
 
     w.builder.ingest(vec![batch(CM, vec![Notification::Resumed, Notification::Applied(cm)])]);
     let writes = w.collect_until_quiet();
-    let child_deleted = writes.iter().find(|c| c.verb() == Verb::Delete && c.name == "child");
-    let policy = child_deleted.and_then(|c| c.delete_options()?.propagation_policy);
+    let blocker_deleted = writes.iter().find(|c| c.verb() == Verb::Delete && c.name == "blocker");
+    let policy = blocker_deleted.and_then(|c| c.delete_options()?.propagation_policy);
     assert_eq!(policy, Some(PropagationPolicy::Foreground), "{:?}", actions(&writes));
+    assert!(!w.owner_exists());
 }
 
 /// With a zero timeout (upstream's behaviour), the owner's `foregroundDeletion` goes while the
