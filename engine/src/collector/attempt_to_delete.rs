@@ -3,12 +3,7 @@
 //! Upstream: `garbagecollector.go` (`attemptToDeleteWorker`, `attemptToDeleteItem`,
 //! `processDeletingDependentsItem`); GC-SPEC.md §3.
 
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
-
-use super::{
-    Admission, Collector, HeldDecision, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View,
-};
+use super::{Collector, HeldDecision, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::error::IngestError;
 use crate::graph::{NodeKey, NodeView};
@@ -293,7 +288,11 @@ impl<C: Cluster> Collector<C> {
                 // finalizer does (below): that owner waits for them anyway.
                 if classes.waiting_for_dependents_deletion > 0
                     && !foreground
-                    && self.hold_for_watchers(item)
+                    && self.hold_for_watchers(
+                        item.key(),
+                        identity,
+                        HeldDecision::ForegroundDeletion,
+                    )
                 {
                     return Ok(DeleteItemResult::HeldForWatchers);
                 }
@@ -369,28 +368,6 @@ impl<C: Cluster> Collector<C> {
         }
     }
 
-    /// Whether a step of a foreground deletion that rests on the graph showing no dependents
-    /// (see [`HeldDecision::ForegroundDeletion`]) waits for watchers behind: if so, `item` is
-    /// held, and queued again once none is, or at the catch-up timeout. Waiting writes nothing,
-    /// and the item is read live again when it comes back.
-    fn hold_for_watchers(&self, item: &NodeView) -> bool {
-        let key = item.key();
-        match self.lagging.admit(key, HeldDecision::ForegroundDeletion, Instant::now()) {
-            Admission::Proceed => false,
-            Admission::Hold(at_most) => {
-                tracing::debug!(item = %item.identity, behind = ?self.watchers_behind(), "a watcher is behind, this step of a foreground deletion waits for it");
-                self.stats.foreground_deletions_held_for_watchers.fetch_add(1, Relaxed);
-                self.enqueue_delete_after(key, at_most);
-                true
-            }
-            Admission::ProceedPastTimeout(behind) => {
-                tracing::warn!(item = %item.identity, ?behind, timeout = ?self.lagging.timeout(), "a step of a foreground deletion goes ahead although watchers are still behind after the catch-up timeout: dependents they have not delivered may outlive the owner");
-                self.stats.foreground_deletions_past_catch_up_timeout.fetch_add(1, Relaxed);
-                false
-            }
-        }
-    }
-
     /// A write decided on `view` failed. A conflict on a write decided from the graph's copy
     /// means the copy is stale: the item's next decision reads it live.
     fn write_failed(
@@ -450,7 +427,8 @@ impl<C: Cluster> Collector<C> {
             // a watcher that had synced is behind, a blocking dependent it has not delivered is
             // not in the graph, and the owner would go before it. Wait for the watcher, within
             // the catch-up timeout, as orphaning does (see `LaggingWatchers`).
-            if self.hold_for_watchers(item) {
+            if self.hold_for_watchers(item.key(), &item.identity, HeldDecision::ForegroundDeletion)
+            {
                 return Ok(DeleteItemResult::HeldForWatchers);
             }
             tracing::debug!(item = %item.identity, "remove DeleteDependents finalizer for item");

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use futures_util::future::join_all;
 
-use super::{Admission, Collector, HeldDecision, ItemError, Outcome};
+use super::{Collector, HeldDecision, ItemError, Outcome};
 use crate::cluster::{Cluster, ClusterError};
 use crate::graph::NodeKey;
 use crate::identity::ObjectReference;
@@ -33,18 +33,8 @@ impl<C: Cluster> Collector<C> {
         // missed are not in the graph, would keep their reference and be collected once seen.
         // Wait for it, within the catch-up timeout (see `LaggingWatchers`). Before the owner's
         // live read, so that the read is as new as the graph the dependents come from.
-        match self.lagging.admit(key, HeldDecision::Orphaning, std::time::Instant::now()) {
-            Admission::Proceed => {}
-            Admission::Hold(at_most) => {
-                tracing::debug!(owner = %owner.identity, behind = ?self.watchers_behind(), "a watcher is behind, orphaning waits for it");
-                self.stats.orphans_held_for_watchers.fetch_add(1, Ordering::Relaxed);
-                self.attempt_to_orphan.add_after(key, at_most);
-                return Outcome::Forget;
-            }
-            Admission::ProceedPastTimeout(behind) => {
-                tracing::warn!(owner = %owner.identity, ?behind, timeout = ?self.lagging.timeout(), "orphaning although watchers are still behind after the catch-up timeout: dependents they have not delivered keep their reference");
-                self.stats.orphans_past_catch_up_timeout.fetch_add(1, Ordering::Relaxed);
-            }
+        if self.hold_for_watchers(key, &owner.identity, HeldDecision::Orphaning) {
+            return Outcome::Forget;
         }
         // Divergence from upstream, which orphans on its graph's word alone: the owner is read
         // live first, and orphaned only if it still asks for it (being deleted, `orphan`

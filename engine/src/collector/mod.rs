@@ -351,6 +351,47 @@ impl<C: Cluster> Collector<C> {
         }
     }
 
+    /// Whether `decision` on the object `key` (`identity`) waits for the watchers behind (see
+    /// [`LaggingWatchers`]): if so, it is held, counted, and queued again to its worker once none
+    /// is, or at the catch-up timeout at the latest. Past the timeout it goes ahead, as upstream,
+    /// counted and with a warning.
+    fn hold_for_watchers(
+        &self,
+        key: NodeKey,
+        identity: &crate::identity::ObjectReference,
+        decision: HeldDecision,
+    ) -> bool {
+        let (held, past_timeout, missed) = match decision {
+            HeldDecision::Orphaning => (
+                &self.stats.orphans_held_for_watchers,
+                &self.stats.orphans_past_catch_up_timeout,
+                "dependents they have not delivered keep their reference",
+            ),
+            HeldDecision::ForegroundDeletion => (
+                &self.stats.foreground_deletions_held_for_watchers,
+                &self.stats.foreground_deletions_past_catch_up_timeout,
+                "dependents they have not delivered may outlive the owner",
+            ),
+        };
+        match self.lagging.admit(key, decision, Instant::now()) {
+            Admission::Proceed => false,
+            Admission::Hold(at_most) => {
+                tracing::debug!(object = %identity, ?decision, behind = ?self.watchers_behind(), "a watcher is behind, the decision waits for it");
+                held.fetch_add(1, Ordering::Relaxed);
+                match decision {
+                    HeldDecision::Orphaning => self.attempt_to_orphan.add_after(key, at_most),
+                    HeldDecision::ForegroundDeletion => self.enqueue_delete_after(key, at_most),
+                }
+                true
+            }
+            Admission::ProceedPastTimeout(behind) => {
+                tracing::warn!(object = %identity, ?decision, ?behind, timeout = ?self.lagging.timeout(), "going ahead although watchers are still behind after the catch-up timeout: {missed}");
+                past_timeout.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
     /// The resources whose watcher is behind, with for how long.
     pub fn watchers_behind(&self) -> Vec<(String, std::time::Duration)> {
         self.lagging.behind(Instant::now())
