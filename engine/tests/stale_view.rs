@@ -580,14 +580,10 @@ fn judge_delete(
         // Not in the graph because its watcher is down (not merely in flight): kube-gc waits
         // for the watcher (`collector::lagging_watchers`) rather than delete the item in the
         // background and leave its dependent to outlive the waiting owner.
-        let broken = verdicts.broken.lock().unwrap().clone();
-        let unseen = cluster.objects().into_iter().find(|(res, d)| {
-            broken.contains(&res.resource) && d.owner_references.iter().any(|r| r.uid == item.uid)
-        });
-        if let Some((_, d)) = unseen {
+        if let Some(d) = dependents_of(cluster, verdicts, &item.uid).iter().find(|d| d.unseen) {
             return Err(format!(
                 "deleted without waiting for {}, unseen (its watcher is down), while an owner waits",
-                d.name
+                d.meta.name
             ));
         }
     }
@@ -599,6 +595,27 @@ fn judge_delete(
         ));
     }
     Ok(())
+}
+
+/// One reference of a live dependent to an owner.
+struct Dependent {
+    meta: ObjectMeta,
+    reference: OwnerReference,
+    /// Its resource's watcher is broken ([`Op::Break`]): the graph cannot have seen it lately.
+    unseen: bool,
+}
+
+/// Every live reference to the object `uid`, each with its dependent.
+fn dependents_of(cluster: &MemoryCluster, verdicts: &Verdicts, uid: &str) -> Vec<Dependent> {
+    let broken = verdicts.broken.lock().unwrap().clone();
+    let mut dependents = Vec::new();
+    for (res, meta) in cluster.objects() {
+        let unseen = broken.contains(&res.resource);
+        for reference in meta.owner_references.iter().filter(|r| r.uid == uid) {
+            dependents.push(Dependent { meta: meta.clone(), reference: reference.clone(), unseen });
+        }
+    }
+    dependents
 }
 
 /// A PATCH: ownerReferences removed or unblocked, or a GC finalizer removed.
@@ -626,53 +643,43 @@ fn judge_patch(
     let known_blocking: HashSet<Uid> = graph.blocking_dependents(owner_uid).into_iter().collect();
     let known = |uid: &str| known_dependents.contains(&Uid::parse(uid));
     let known_blocking = |uid: &str| known_blocking.contains(&Uid::parse(uid));
-    let mut behind = Vec::new();
-    let dependents: Vec<(ObjectMeta, OwnerReference)> = cluster
-        .objects()
-        .into_iter()
-        .flat_map(|(res, d)| {
-            if verdicts.broken.lock().unwrap().contains(&res.resource) {
-                behind.push(d.name.clone());
-            }
-            let refs: Vec<_> =
-                d.owner_references.iter().filter(|r| r.uid == item.uid).cloned().collect();
-            refs.into_iter().map(move |r| (d.clone(), r))
-        })
-        .collect();
+    let dependents = dependents_of(cluster, verdicts, &item.uid);
     for f in removed_finalizers {
         if !item.deletion_timestamp {
             return Err(format!("removed {f} from an object not being deleted"));
         }
         if f == ORPHAN {
-            if let Some((d, _)) = dependents.iter().find(|(d, _)| known(&d.uid)) {
-                return Err(format!("removed `orphan` while {} still refers to it", d.name));
+            if let Some(d) = dependents.iter().find(|d| known(&d.meta.uid)) {
+                return Err(format!("removed `orphan` while {} still refers to it", d.meta.name));
             }
             // Not in the graph because its watcher is down (not merely in flight): kube-gc
             // waits for the watcher (`collector::lagging_watchers`), where upstream would
             // leave the dependent to be collected.
-            if let Some((d, _)) = dependents.iter().find(|(d, _)| behind.contains(&d.name)) {
+            if let Some(d) = dependents.iter().find(|d| d.unseen) {
                 return Err(format!(
                     "removed `orphan` while {} refers to it, unseen: its watcher is down",
-                    d.name
+                    d.meta.name
                 ));
             }
             verdicts.orphaned.lock().unwrap().insert(item.uid.clone());
         } else {
-            let blocks = |r: &OwnerReference| r.block_owner_deletion == Some(true);
-            if let Some((d, _)) =
-                dependents.iter().find(|(d, r)| blocks(r) && known_blocking(&d.uid))
-            {
-                return Err(format!("removed `foregroundDeletion` while {} blocks it", d.name));
-            }
-            // The same wait as for `orphan`: the owner would go before a blocking dependent
-            // the graph has not seen because its watcher is down.
-            if let Some((d, _)) =
-                dependents.iter().find(|(d, r)| blocks(r) && behind.contains(&d.name))
-            {
-                return Err(format!(
-                    "removed `foregroundDeletion` while {} blocks it, unseen: its watcher is down",
-                    d.name
-                ));
+            let blocking =
+                dependents.iter().filter(|d| d.reference.block_owner_deletion == Some(true));
+            for d in blocking {
+                if known_blocking(&d.meta.uid) {
+                    return Err(format!(
+                        "removed `foregroundDeletion` while {} blocks it",
+                        d.meta.name
+                    ));
+                }
+                // The same wait as for `orphan`: the owner would go before a blocking dependent
+                // the graph has not seen because its watcher is down.
+                if d.unseen {
+                    return Err(format!(
+                        "removed `foregroundDeletion` while {} blocks it, unseen: its watcher is down",
+                        d.meta.name
+                    ));
+                }
             }
         }
     }
