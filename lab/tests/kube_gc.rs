@@ -383,14 +383,23 @@ impl JustDiscovered {
     }
 }
 
-/// Where the first audit record of `sim` that `matches` is.
-fn first_record(
+/// Asserts that `sim`'s audit records `what` (the first record that `matches`) before the
+/// ConfigMap `owner`'s removal.
+fn assert_before_the_owner_went(
     sim: &SimCluster,
     what: &str,
     matches: impl Fn(&kube_gc_simcluster::audit::WriteRecord) -> bool,
-) -> usize {
+) {
     let records = sim.audit().records();
-    records.iter().position(matches).unwrap_or_else(|| panic!("no record of {what}"))
+    let first = |what: &str, matches: &dyn Fn(&_) -> bool| {
+        records.iter().position(matches).unwrap_or_else(|| panic!("no record of {what}"))
+    };
+    let done = first(what, &matches);
+    let owner_gone = first("the owner's removal", &|r| removal(r, "configmaps", "owner"));
+    assert!(
+        done < owner_gone,
+        "{what} came after the owner went (records {done} and {owner_gone})"
+    );
 }
 
 /// Whether `r` records the removal of `resource` `name` from the store.
@@ -420,17 +429,11 @@ async fn a_custom_resource_created_just_before_an_orphan_delete_is_orphaned_firs
             .is_ok_and(|w| w.metadata.owner_references.is_none_or(|r| r.is_empty()))
     })
     .await;
-    let widget_orphaned = first_record(&sim, "the widget's patch", |r| {
+    assert_before_the_owner_went(&sim, "the widget's orphaning patch", |r| {
         r.verb == kube_gc_simcluster::audit::Verb::Patch
             && r.resource == "widgets.example.com"
             && r.name == "widget"
     });
-    let owner_gone =
-        first_record(&sim, "the owner's removal", |r| removal(r, "configmaps", "owner"));
-    assert!(
-        widget_orphaned < owner_gone,
-        "the widget was orphaned after its owner went (records {widget_orphaned} and {owner_gone})"
-    );
     gc.stop().await;
 }
 
@@ -446,13 +449,8 @@ async fn a_custom_resource_created_just_before_a_foreground_delete_goes_first() 
 
     eventually("the owner goes", || gone(&cms, "owner")).await;
     eventually("the widget goes", || gone(&widgets, "widget")).await;
-    let widget_gone =
-        first_record(&sim, "the widget's removal", |r| removal(r, "widgets.example.com", "widget"));
-    let owner_gone =
-        first_record(&sim, "the owner's removal", |r| removal(r, "configmaps", "owner"));
-    assert!(
-        widget_gone < owner_gone,
-        "the owner went before the widget that blocks it (records {owner_gone} and {widget_gone})"
-    );
+    assert_before_the_owner_went(&sim, "the removal of the widget that blocks it", |r| {
+        removal(r, "widgets.example.com", "widget")
+    });
     gc.stop().await;
 }
