@@ -16,10 +16,10 @@ pub const VERSION: &str =
 /// What the watchers' lists and watches ask for (`--kube-api-content-type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ContentType {
-    /// `application/json`: kube-rs's watcher.
+    /// `application/json`: JSON metadata.
     #[value(name = "application/json")]
     Json,
-    /// `application/vnd.kubernetes.protobuf`: kube-gc's own list/watch loop.
+    /// `application/vnd.kubernetes.protobuf`: protobuf metadata, as upstream's informers.
     #[value(name = "application/vnd.kubernetes.protobuf")]
     Protobuf,
 }
@@ -216,7 +216,8 @@ pub struct Flags {
     /// The media type the watchers' lists and watches ask for (kube-controller-manager's
     /// `--kube-api-content-type`): `application/vnd.kubernetes.protobuf`, as upstream's
     /// metadata informers (JSON where the server cannot encode metadata as protobuf), or
-    /// `application/json` (kube-rs's watcher). GETs, PATCHes and DELETEs are JSON either way.
+    /// `application/json`. The same list/watch loop reads either. GETs, PATCHes and DELETEs
+    /// are JSON either way.
     #[arg(long, value_enum, default_value_t = ContentType::Protobuf)]
     pub kube_api_content_type: ContentType,
 

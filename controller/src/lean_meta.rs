@@ -11,7 +11,8 @@
 //! are moved, not copied, into the engine's [`ObjectMeta`].
 //!
 //! It is a [`kube::Resource`] whose requests are metadata-only, as `PartialObjectMeta`'s are, so
-//! `Api<LeanObject>` and kube-rs's watcher ask the server for `PartialObjectMetadata(List)`.
+//! `Api<LeanObject>` asks the server for `PartialObjectMetadata(List)`; the watchers read their
+//! JSON list pages and watch events with [`decode_list_page`] and [`decode_watch_event`].
 //!
 //! Decoding follows Go's rules for what the API server sends (upstream decodes into Go
 //! structs): an absent or `null` field is its zero value. The server never omits what an owner
@@ -25,13 +26,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use kube::api::ApiResource;
 use kube::core::DynamicResourceScope;
 use kube_gc_engine::{ObjectMeta, OwnerReference};
+use kube_gc_wire::{OrStatus, WatchEventType};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 
 /// An object as the metadata decoder reads it (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct LeanObject {
-    /// What kube-rs's watcher reads of an object: its resourceVersion. Nothing else is set.
+    /// What kube-rs reads of an object ([`kube::Resource::meta`]): its resourceVersion.
+    /// Nothing else is set.
     kube_meta: meta::ObjectMeta,
     /// What the engine keeps, but the resourceVersion (in `kube_meta` until [`Self::into_meta`]).
     meta: ObjectMeta,
@@ -167,6 +171,67 @@ impl<'de> Deserialize<'de> for LeanObject {
     }
 }
 
+/// A list page's wire shape.
+#[derive(Deserialize)]
+struct JsonList {
+    #[serde(default)]
+    metadata: JsonListMeta,
+    #[serde(default)]
+    items: Option<Vec<LeanObject>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct JsonListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// A watch event's wire shape: the object is decoded once its type is known.
+#[derive(Deserialize)]
+struct JsonWatchEvent<'a> {
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+/// A JSON list page (`PartialObjectMetadataList`, or a full list from a server that cannot
+/// send metadata alone): its resourceVersion, continue token and objects.
+pub fn decode_list_page(body: &[u8]) -> Result<kube_gc_wire::ListPage, String> {
+    let list: JsonList = serde_json::from_slice(body).map_err(|e| format!("a list page: {e}"))?;
+    Ok(kube_gc_wire::ListPage {
+        resource_version: list.metadata.resource_version.unwrap_or_default(),
+        continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
+        items: list.items.unwrap_or_default().into_iter().map(LeanObject::into_meta).collect(),
+    })
+}
+
+/// One line of a JSON watch stream: its type, and its object or (an `ERROR` event) its Status.
+pub fn decode_watch_event(line: &[u8]) -> Result<kube_gc_wire::WatchEvent, String> {
+    let event: JsonWatchEvent<'_> =
+        serde_json::from_slice(line).map_err(|e| format!("a watch event: {e}"))?;
+    let event_type = WatchEventType::parse(&event.event_type)
+        .ok_or_else(|| format!("unknown watch event type {:?}", event.event_type))?;
+    let object = if event_type == WatchEventType::Error {
+        let status: kube::core::Status =
+            serde_json::from_str(event.object.get()).map_err(|e| format!("a watch error: {e}"))?;
+        // kube's Status reads an absent code as 0 and an absent message as empty.
+        OrStatus::Status(kube_gc_wire::Status {
+            code: (status.code != 0).then_some(i32::from(status.code)),
+            message: (!status.message.is_empty()).then_some(status.message),
+            ..Default::default()
+        })
+    } else {
+        let object: LeanObject = serde_json::from_str(event.object.get())
+            .map_err(|e| format!("a watch event's object: {e}"))?;
+        OrStatus::Ok(object.into_meta())
+    };
+    Ok(kube_gc_wire::WatchEvent { event_type, object })
+}
+
 /// The engine's metadata of an object kube-rs decoded whole: what the watchers read before this
 /// decoder replaced the full decoding (its test and benchmark compare the two).
 pub fn from_kube_meta(m: &meta::ObjectMeta) -> ObjectMeta {
@@ -223,7 +288,7 @@ mod tests {
     #[test]
     fn keeps_what_the_full_decoding_kept() {
         let lean: LeanObject = serde_json::from_str(POD).unwrap();
-        assert_eq!(lean.resource_version().as_deref(), Some("4711"), "kube-rs's watcher reads it");
+        assert_eq!(lean.resource_version().as_deref(), Some("4711"), "kube-rs reads it");
         let full: PartialObjectMeta<DynamicObject> = serde_json::from_str(POD).unwrap();
         let expected = from_kube_meta(&full.metadata);
         assert_eq!(lean.into_meta(), expected);

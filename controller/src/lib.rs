@@ -6,8 +6,7 @@
 //!
 //! ```text
 //! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource: list + watch,
-//!      │                 by list_watch.rs's protobuf loop, decoded by kube_gc_wire; or with
-//!      │                 JSON by kube-rs's watcher, decoded by lean_meta.rs)
+//!      │                 protobuf decoded by kube_gc_wire, JSON by lean_meta.rs)
 //!      │                 │ WatchBatch (notifications)
 //!      │                 ▼
 //!      │           batcher.rs (coalesces all watchers' chunks and wakes for virtual deletes;
@@ -40,7 +39,6 @@ pub mod kube_cluster;
 pub mod kubeconfig;
 pub mod leader;
 pub mod lean_meta;
-mod list_watch;
 pub mod logging;
 pub mod metrics;
 pub mod plugin;

@@ -38,14 +38,31 @@ impl Reply {
 type ScriptBody = http_body_util::combinators::UnsyncBoxBody<Bytes, std::convert::Infallible>;
 
 /// A server answering requests with its replies, in order; past the last, a watch that stays
-/// open and silent.
+/// open and silent. It records each request it was sent.
 #[derive(Clone)]
-pub(crate) struct Script(Arc<Mutex<VecDeque<Reply>>>);
+pub(crate) struct Script {
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    requests: Arc<Mutex<Vec<SeenRequest>>>,
+}
+
+/// A request as the scripted server saw it.
+#[derive(Clone, Debug)]
+pub(crate) struct SeenRequest {
+    /// Path and query.
+    pub(crate) uri: String,
+    /// The `Accept` header, empty if there was none.
+    pub(crate) accept: String,
+}
 
 impl Script {
     /// A server that answers with `replies`, in order.
     pub(crate) fn new(replies: Vec<Reply>) -> Script {
-        Script(Arc::new(Mutex::new(replies.into())))
+        Script { replies: Arc::new(Mutex::new(replies.into())), requests: Default::default() }
+    }
+
+    /// The requests sent so far, in order.
+    pub(crate) fn requests(&self) -> Vec<SeenRequest> {
+        self.requests.lock().unwrap().clone()
     }
 }
 
@@ -61,10 +78,15 @@ impl tower::Service<http::Request<Body>> for Script {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _: http::Request<Body>) -> Self::Future {
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         use futures::stream::{self, StreamExt as _};
         use http_body_util::{BodyExt as _, StreamBody};
-        let reply = self.0.lock().unwrap().pop_front();
+        let accept = request.headers().get(http::header::ACCEPT);
+        self.requests.lock().unwrap().push(SeenRequest {
+            uri: request.uri().to_string(),
+            accept: accept.and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned(),
+        });
+        let reply = self.replies.lock().unwrap().pop_front();
         let reply = reply.unwrap_or(Reply::json(200, "", true));
         let frame = http_body::Frame::data(Bytes::from(reply.body));
         let first = stream::iter([Ok::<_, std::convert::Infallible>(frame)]);
@@ -127,15 +149,9 @@ pub(crate) async fn names_of(rx: &mut mpsc::Receiver<WatcherMsg>, n: usize) -> V
     seen
 }
 
-/// Options for a test watcher reading `content_type` (consistent lists, small batches), and
-/// its metrics.
+/// Options for a test watcher reading `content_type` (consistent lists, small batches).
 pub(crate) fn watcher_options(
     content_type: crate::flags::ContentType,
-) -> (crate::watchers::WatcherOptions, std::sync::Arc<crate::metrics::Metrics>) {
-    let options = crate::watchers::WatcherOptions {
-        batch_size: 100,
-        list_from_watch_cache: false,
-        content_type,
-    };
-    (options, Default::default())
+) -> crate::watchers::WatcherOptions {
+    crate::watchers::WatcherOptions { batch_size: 100, list_from_watch_cache: false, content_type }
 }

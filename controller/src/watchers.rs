@@ -2,84 +2,203 @@
 //! saw to the batcher. Nothing else: turning notifications into graph events (old states,
 //! relist deletes) is the engine's graph builder's job (`kube_gc_engine::builder`).
 //!
-//! Upstream: `graph_builder.go` (`controllerFor`, the informers); GC-SPEC.md §2.1.
+//! Upstream: client-go's `reflector.go` (`ListAndWatch`, `watchHandler`) over the metadata
+//! client (`metadata.go`, which asks for `PartialObjectMetadata(List)` as protobuf, JSON if the
+//! server cannot); `graph_builder.go` (`controllerFor`); GC-SPEC.md §2.1.
 //!
-//! By default each watcher is kube-gc's own list/watch loop (`list_watch.rs`), which reads
-//! protobuf `PartialObjectMetadata` as upstream's metadata informers do; with
-//! `--kube-api-content-type application/json` it is kube-rs's [`watcher()`] over
-//! `Api<LeanObject>`. Either way only `PartialObjectMetadata` travels, and only what the engine
-//! keeps of it is decoded (`kube_gc_wire`, `lean_meta.rs`). Its events become
-//! [`Notification`]s, sent in chunks
-//! ([`WatchBatch`]): the initial list's pages arrive together and are chunked as they come, so
-//! each page is (about) one batch.
+//! Each watcher is this list/watch loop. It asks for protobuf, as upstream's metadata informers
+//! do, or JSON with `--kube-api-content-type application/json`, and reads each response by its
+//! `Content-Type` (protobuf by [`kube_gc_wire`], JSON by [`crate::lean_meta`]): only what the
+//! engine keeps of an object is decoded. kube-rs's `watcher()` reads JSON only, and says
+//! nothing when a broken watch is open again (see the last rule below), so it is not used.
 //!
-//! One rule here keeps the graph builder's relist diff honest: a list older than what was
-//! already seen must never be diffed, or it would fake deletes. With `--list-from-watch-cache`,
-//! only the first list is served from the watch cache (`resourceVersion=0`, which a lagging
-//! cache of an HA control plane may answer from the past); every relist is a consistent one.
+//! Its [`Notification`]s (a list's objects between `ListStarted` and `ListDone`, then the
+//! watch's changes) go to the batcher in batches ([`WatchBatch`]) of at most a page, under
+//! these rules:
+//!
+//! - **Lists are paged and consistent** (500 objects a page, from etcd), but for the first
+//!   list with `--list-from-watch-cache`, which may come from the watch cache
+//!   (`resourceVersion=0`, whole) as long as nothing was emitted yet: a list older than what
+//!   was emitted would fake deletes in the graph builder's relist diff (a lagging cache of an
+//!   HA control plane may answer from the past).
+//! - **A watch resumes** from the last resourceVersion seen (an object's or a bookmark's) when
+//!   the server ends it (its timeout, 290 s here as in kube-rs) or it is idle 5 s past that;
+//!   on `410 Gone` the loop relists.
+//! - **Failures back off** (0.8 s doubling to 30 s, reset by a list that completes or a watch
+//!   event), and every failure counts in `kube_gc_watch_errors_total`.
+//! - **No event is lost at a resume:** what was decoded is sent before the next request, and the
+//!   resourceVersion a watch resumes from is that of the last event sent.
+//! - **A broken watch says so:** [`Notification::Interrupted`] when a watch fails, and
+//!   [`Notification::Resumed`] once a new one is seen to work (its first events, or a quarter
+//!   of a second open and silent), so that orphanings and foreground deletions wait for what
+//!   it missed (`kube_gc_engine::collector::lagging_watchers`), and no longer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use http_body_util::BodyExt;
 use kube::Client;
-use kube::api::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event as WatchEvent, watcher};
+use kube::api::{Api, ListParams, VersionMatch, WatchParams};
+use kube::client::Body;
+use kube::core::Request;
 use kube_gc_engine::cluster::Resource;
 use kube_gc_engine::{Notification, WatchBatch, WatchSource};
+use kube_gc_wire::{FrameReader, OrStatus, WatchEventType, WireError};
 use tokio::sync::mpsc;
 
 use crate::batcher::WatcherMsg;
 use crate::flags::ContentType;
 use crate::lean_meta::LeanObject;
 
-fn notification(e: WatchEvent<LeanObject>) -> Notification {
-    match e {
-        WatchEvent::Init => Notification::ListStarted,
-        WatchEvent::InitDone => Notification::ListDone,
-        WatchEvent::InitApply(o) => Notification::Listed(o.into_meta()),
-        WatchEvent::Apply(o) => Notification::Applied(o.into_meta()),
-        WatchEvent::Delete(o) => Notification::Deleted(o.into_meta()),
-    }
-}
-
-/// The list semantics of a watcher's lists: consistent pages of 500 (client-go's page size),
-/// or, for a first list with `--list-from-watch-cache`, `resourceVersion=0`, which the server
-/// answers from its watch cache, whole (kube-rs sends `resourceVersion=0` only without a limit,
-/// and the cache ignores limits anyway).
-fn watcher_config(from_watch_cache: bool) -> watcher::Config {
-    let config = watcher::Config::default().page_size(500);
-    if from_watch_cache {
-        let mut config = config.any_semantic();
-        config.page_size = None;
-        config
-    } else {
-        config
-    }
-}
-
-/// Whether a watch event starts a relist that must not be served from the watch cache: any
-/// list after the first, on a stream whose lists are served from it.
-fn relist_needs_consistent_semantics(
-    notification: &Notification,
-    from_cache: bool,
-    listed: bool,
-) -> bool {
-    from_cache && listed && matches!(notification, Notification::ListStarted)
-}
-
 /// How the watchers list and watch (from the flags).
 #[derive(Clone, Copy, Debug)]
 pub struct WatcherOptions {
-    /// Notifications per batch sent to the ingest loop (`--batch-size`).
+    /// Notifications per batch sent to the ingest loop (`--batch-size`), at most a page.
     pub batch_size: usize,
     /// The first list may come from the watch cache (`--list-from-watch-cache`).
     pub list_from_watch_cache: bool,
-    /// JSON (kube-rs's watcher) or protobuf (`list_watch.rs`) (`--kube-api-content-type`).
+    /// What lists and watches ask for (`--kube-api-content-type`).
     pub content_type: ContentType,
 }
 
-/// Runs the watcher of `source`'s resource until the task is aborted, sending batches to `tx`.
+/// The `Accept` header of a metadata list with JSON asked for (the object whole if the server
+/// cannot send its metadata alone: the decoder reads only `metadata` either way).
+const JSON_LIST_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// The `Accept` header of a metadata watch with JSON asked for.
+const JSON_OBJECT_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+/// Where a watcher's requests go, and what they ask for.
+struct Endpoint {
+    client: Client,
+    /// The resource's collection URL, cluster-wide.
+    request: Request,
+    /// The `Accept` header of a list page.
+    list_accept: &'static str,
+    /// The `Accept` header of a watch.
+    watch_accept: &'static str,
+}
+
+impl Endpoint {
+    fn new(client: Client, resource: &Resource, content_type: ContentType) -> Endpoint {
+        let ar = crate::kube_cluster::api_resource(resource);
+        let request = Request::new(Api::<LeanObject>::all_with(client.clone(), &ar).resource_url());
+        let (list_accept, watch_accept) = match content_type {
+            ContentType::Protobuf => (kube_gc_wire::LIST_ACCEPT, kube_gc_wire::OBJECT_ACCEPT),
+            ContentType::Json => (JSON_LIST_ACCEPT, JSON_OBJECT_ACCEPT),
+        };
+        Endpoint { client, request, list_accept, watch_accept }
+    }
+
+    /// Sends a request `self.request` built, asking for `accept`; see [`send`].
+    async fn send(
+        &self,
+        req: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        accept: &'static str,
+    ) -> Result<(String, Body), Failure> {
+        let mut req = req.map_err(|e| Failure::Other(e.to_string()))?;
+        req.headers_mut().insert(ACCEPT, HeaderValue::from_static(accept));
+        send(&self.client, req).await
+    }
+}
+
+/// Objects per list page, client-go's.
+const PAGE_SIZE: u32 = 500;
+/// The server-side timeout of a watch request, kube-rs's.
+const WATCH_TIMEOUT_SECONDS: u32 = 290;
+/// How long past the server's timeout a silent watch is given before it is taken as dead.
+const WATCH_IDLE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Why a request or a stream ended early.
+#[derive(Debug)]
+enum Failure {
+    /// `410 Gone`: the resourceVersion (or continue token) is too old; relist.
+    Gone(String),
+    /// Anything else: back off and retry where the loop was.
+    Other(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Gone(m) => write!(f, "410 Gone: {m}"),
+            Failure::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<WireError> for Failure {
+    fn from(e: WireError) -> Failure {
+        Failure::Other(e.to_string())
+    }
+}
+
+/// The ingest loop is gone: the watcher stops.
+struct Closed;
+
+/// Notifications on their way to the batcher, sent in batches of at most `batch_size`.
+struct Outbox {
+    tx: mpsc::Sender<WatcherMsg>,
+    source: WatchSource,
+    batch_size: usize,
+    pending: Vec<Notification>,
+    /// Whether any object was ever sent (the first list may come from the watch cache until
+    /// then; see the module docs).
+    emitted: bool,
+}
+
+impl Outbox {
+    async fn push(&mut self, n: Notification) -> Result<(), Closed> {
+        self.emitted |= matches!(n, Notification::Listed(_) | Notification::Applied(_));
+        self.pending.push(n);
+        if self.pending.len() >= self.batch_size { self.flush().await } else { Ok(()) }
+    }
+
+    async fn flush(&mut self) -> Result<(), Closed> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // Sized for a whole batch at once: grown by pushes instead, every batch's buffer was
+        // reallocated several times over (copying notifications of ~160 bytes each).
+        let notifications =
+            std::mem::replace(&mut self.pending, Vec::with_capacity(self.batch_size));
+        let batch = WatchBatch { source: self.source.clone(), notifications };
+        self.tx.send(WatcherMsg::Batch(batch)).await.map_err(|_| Closed)
+    }
+}
+
+/// Exponential backoff between failures: 0.8 s, doubling, at most 30 s.
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(800);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn new() -> Backoff {
+        Backoff { next: Backoff::FIRST }
+    }
+
+    /// The delay before the next retry, and doubles the one after.
+    fn step(&mut self) -> Duration {
+        let now = self.next;
+        self.next = (self.next * 2).min(Backoff::MAX);
+        now
+    }
+
+    fn reset(&mut self) {
+        self.next = Backoff::FIRST;
+    }
+}
+
+/// Runs the watcher of `source`'s resource until the task is aborted or the ingest loop is
+/// gone, sending batches to `tx`. The first list's completion sets the resource's
+/// `kube_gc_warmup_seconds`.
 pub async fn run_watcher(
     client: Client,
     resource: Resource,
@@ -89,121 +208,337 @@ pub async fn run_watcher(
     options: WatcherOptions,
 ) {
     let WatcherOptions { batch_size, list_from_watch_cache, content_type } = options;
-    let key = source.resource.clone();
-    if content_type == ContentType::Protobuf {
-        let started = std::time::Instant::now();
-        let synced_metrics = metrics.clone();
-        let synced_key = key.clone();
-        let on_synced =
-            move || synced_metrics.set_warmup_seconds(&synced_key, started.elapsed().as_secs_f64());
-        crate::list_watch::run(client, resource, source, tx, metrics, options, on_synced).await;
-        return;
-    }
-    let ar = crate::kube_cluster::api_resource(&resource);
-    // Metadata-only: lists and watches ask for PartialObjectMetadata.
-    let api: Api<LeanObject> = Api::all_with(client, &ar);
     let started = std::time::Instant::now();
-    let mut listed = false;
-    let mut from_cache = list_from_watch_cache;
-    // Whether the watch broke and no event has come since. kube-rs's watcher says nothing when
-    // its watch is open again, so on this path a watcher is back in step at its next event (or
-    // its relist's end): an idle one holds orphanings (and foreground deletions) until the
-    // catch-up timeout.
-    let mut interrupted = false;
-    'streams: loop {
-        let config = watcher_config(from_cache);
-        let mut stream =
-            std::pin::pin!(watcher(api.clone(), config).default_backoff().ready_chunks(batch_size));
-        while let Some(chunk) = stream.next().await {
-            let mut notifications = Vec::with_capacity(chunk.len());
-            let mut switch = false;
-            for item in chunk {
-                match item.map(notification) {
-                    Ok(n) if relist_needs_consistent_semantics(&n, from_cache, listed) => {
-                        // The watch broke and kube-rs starts a relist, from the watch cache
-                        // again: that list may be older than what this watcher has already
-                        // sent, and would fake deletes. Relist consistently instead.
-                        switch = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        if n == Notification::ListDone && !listed {
-                            listed = true;
-                            metrics.set_warmup_seconds(&key, started.elapsed().as_secs_f64());
-                        }
-                        let event =
-                            matches!(n, Notification::Applied(_) | Notification::Deleted(_));
-                        if std::mem::take(&mut interrupted) && event {
-                            notifications.push(Notification::Resumed);
-                        }
-                        notifications.push(n);
-                    }
-                    Err(e) => {
-                        tracing::warn!(resource = %key, error = %e, "watch failed, retrying with backoff");
-                        metrics.watch_errors.inc();
-                        if !interrupted {
-                            interrupted = true;
-                            notifications.push(Notification::Interrupted);
-                        }
-                    }
-                }
+    let key = source.resource.clone();
+    let endpoint = Endpoint::new(client, &resource, content_type);
+    // Lists send a page a batch (500), a whole list too: the channel to the ingest loop is
+    // bounded in batches, and larger ones would let more of a list wait in memory.
+    let batch_size = batch_size.clamp(1, PAGE_SIZE as usize);
+    let mut out = Outbox { tx, source, batch_size, pending: Vec::new(), emitted: false };
+    let mut backoff = Backoff::new();
+    let mut synced = false;
+    'relist: loop {
+        let from_cache = list_from_watch_cache && !out.emitted;
+        let listed = list(&endpoint, from_cache, &mut out).await;
+        if out.flush().await.is_err() {
+            return;
+        }
+        let mut resource_version = match listed {
+            Ok(Ok(rv)) => rv,
+            Ok(Err(failure)) => {
+                tracing::warn!(resource = %key, error = %failure, "list failed, retrying with backoff");
+                metrics.watch_errors.inc();
+                tokio::time::sleep(backoff.step()).await;
+                continue 'relist;
             }
-            if !notifications.is_empty() {
-                let batch = WatchBatch { source: source.clone(), notifications };
-                if tx.send(WatcherMsg::Batch(batch)).await.is_err() {
-                    return; // the ingest loop is gone: shutting down
-                }
+            Err(Closed) => return,
+        };
+        if !synced {
+            synced = true;
+            metrics.set_warmup_seconds(&key, started.elapsed().as_secs_f64());
+        }
+        backoff.reset();
+        // Whether a watch broke and none has resumed since (a relist's end says in step too).
+        let mut interrupted = false;
+        loop {
+            let mut stream = WatchStream { resource_version: &mut resource_version, interrupted };
+            let watched = watch(&endpoint, &mut stream, &mut out, &mut backoff).await;
+            interrupted = stream.interrupted;
+            if out.flush().await.is_err() {
+                return;
             }
-            if switch {
-                tracing::debug!(resource = %key, "relisting consistently (not from the watch cache)");
-                from_cache = false;
-                continue 'streams;
+            match watched {
+                Ok(Ok(())) => {} // the server ended the watch: resume
+                Ok(Err(Failure::Gone(m))) => {
+                    tracing::debug!(resource = %key, message = %m, "watch expired, relisting");
+                    continue 'relist;
+                }
+                Ok(Err(failure)) => {
+                    tracing::warn!(resource = %key, error = %failure, "watch failed, retrying with backoff");
+                    metrics.watch_errors.inc();
+                    if !interrupted {
+                        // Behind from now on: orphanings and foreground deletions
+                        // wait for what this watch misses.
+                        interrupted = true;
+                        let sent = out.push(Notification::Interrupted).await;
+                        if sent.is_err() || out.flush().await.is_err() {
+                            return;
+                        }
+                    }
+                    tokio::time::sleep(backoff.step()).await;
+                }
+                Err(Closed) => return,
             }
         }
-        return;
+    }
+}
+
+/// Lists every page into `out`, between `ListStarted` and `ListDone`; returns the list's
+/// resourceVersion.
+async fn list(
+    endpoint: &Endpoint,
+    from_cache: bool,
+    out: &mut Outbox,
+) -> Result<Result<String, Failure>, Closed> {
+    out.push(Notification::ListStarted).await?;
+    let mut continue_token = None;
+    loop {
+        let mut params = ListParams::default();
+        if from_cache && continue_token.is_none() {
+            // Whole: the watch cache answers without pages (kube-rs sends no limit either).
+            params.resource_version = Some("0".into());
+            params.version_match = Some(VersionMatch::NotOlderThan);
+        } else {
+            // A continue token carries the list's resourceVersion; the request must not.
+            params.limit = Some(PAGE_SIZE);
+            params.continue_token = continue_token.take();
+        }
+        let page = match fetch_page(endpoint, &params, out).await? {
+            Ok(page) => page,
+            Err(failure) => return Ok(Err(failure)),
+        };
+        // A page a batch at most: the graph builder diffs a relist page by page.
+        out.flush().await?;
+        match page.continue_token {
+            Some(token) => continue_token = Some(token),
+            None if page.resource_version.is_empty() => {
+                return Ok(Err(Failure::Other("a list without a resourceVersion".into())));
+            }
+            None => {
+                out.push(Notification::ListDone).await?;
+                return Ok(Ok(page.resource_version));
+            }
+        }
+    }
+}
+
+/// Fetches one page (or a whole list), sending its objects to `out` as they are decoded;
+/// returns the page's resourceVersion and continue token (no items).
+async fn fetch_page(
+    endpoint: &Endpoint,
+    params: &ListParams,
+    out: &mut Outbox,
+) -> Result<Result<kube_gc_wire::ListPage, Failure>, Closed> {
+    let req = endpoint.request.list(params);
+    let (content_type, body) = match endpoint.send(req, endpoint.list_accept).await {
+        Ok(response) => response,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    if !kube_gc_wire::is_protobuf(&content_type) {
+        let body = match body.collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) => return Ok(Err(Failure::Other(e.to_string()))),
+        };
+        let mut page = match crate::lean_meta::decode_list_page(&body) {
+            Ok(page) => page,
+            Err(e) => return Ok(Err(Failure::Other(e))),
+        };
+        for item in std::mem::take(&mut page.items) {
+            out.push(Notification::Listed(item)).await?;
+        }
+        return Ok(Ok(page));
+    }
+    // Decoded as it arrives: a whole list from the watch cache is never held at once, and
+    // the objects reach the graph while the rest is still on the wire.
+    let mut decoder = kube_gc_wire::ListStreamDecoder::new();
+    let mut body = body.into_data_stream();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => decoder.push(&chunk),
+            Err(e) => return Ok(Err(Failure::Other(e.to_string()))),
+        }
+        loop {
+            match decoder.next_item() {
+                Ok(Some(item)) => out.push(Notification::Listed(item)).await?,
+                Ok(None) => break,
+                Err(e) => return Ok(Err(e.into())),
+            }
+        }
+    }
+    Ok(decoder.finish().map_err(Failure::from))
+}
+
+/// Where a watch resumes from, and whether the one before broke.
+struct WatchStream<'a> {
+    /// Follows every event pushed.
+    resource_version: &'a mut String,
+    /// Set while the watch is behind (the last one broke); cleared, with
+    /// [`Notification::Resumed`] pushed, once this one is seen to work.
+    interrupted: bool,
+}
+
+impl WatchStream<'_> {
+    /// A broken watch works again: says so after what it delivered so far.
+    async fn resumed(&mut self, out: &mut Outbox) -> Result<(), Closed> {
+        if std::mem::take(&mut self.interrupted) {
+            out.push(Notification::Resumed).await?;
+            out.flush().await?;
+        }
+        Ok(())
+    }
+}
+
+/// After a broken watch, how long a new one must stay open and silent to count as working
+/// (the first chunk of events counts sooner). A server that accepts the watch and then
+/// refuses it (a 410 Gone as an ERROR event) does so at once: a watcher told "back in step"
+/// before that would be back behind a moment later, and an orphaning let through in between.
+const RESUMED_AFTER_QUIET: Duration = Duration::from_millis(250);
+
+/// Watches from `stream.resource_version` into `out` until the server ends the stream (`Ok`)
+/// or it fails.
+async fn watch(
+    endpoint: &Endpoint,
+    stream: &mut WatchStream<'_>,
+    out: &mut Outbox,
+    backoff: &mut Backoff,
+) -> Result<Result<(), Failure>, Closed> {
+    let params =
+        WatchParams { timeout: Some(WATCH_TIMEOUT_SECONDS), bookmarks: true, ..Default::default() };
+    let req = endpoint.request.watch(&params, stream.resource_version);
+    let (content_type, body) = match endpoint.send(req, endpoint.watch_accept).await {
+        Ok(response) => response,
+        Err(failure) => return Ok(Err(failure)),
+    };
+    let mut decoder = StreamDecoder::for_content_type(&content_type);
+    let mut body = body.into_data_stream();
+    let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS.into()) + WATCH_IDLE_MARGIN;
+    loop {
+        let wait = if stream.interrupted { RESUMED_AFTER_QUIET } else { idle };
+        let chunk = match tokio::time::timeout(wait, body.next()).await {
+            Err(_) if stream.interrupted => {
+                // Open and silent: nothing was missed, or the server would be sending it.
+                stream.resumed(out).await?;
+                continue;
+            }
+            Err(_) | Ok(None) => return Ok(Ok(())),
+            Ok(Some(Err(e))) => return Ok(Err(Failure::Other(e.to_string()))),
+            Ok(Some(Ok(chunk))) => chunk,
+        };
+        decoder.push(&chunk);
+        let mut decoded = false;
+        loop {
+            let event = match decoder.next_event() {
+                Ok(Some(event)) => {
+                    decoded = true;
+                    event
+                }
+                Ok(None) => break,
+                Err(failure) => return Ok(Err(failure)),
+            };
+            let meta = match (event.event_type, event.object) {
+                (WatchEventType::Error, OrStatus::Status(s)) => {
+                    return Ok(Err(status_failure(s.code, s.message.unwrap_or_default())));
+                }
+                (t, OrStatus::Status(_)) => {
+                    return Ok(Err(Failure::Other(format!(
+                        "a {} event holding a Status",
+                        t.as_str()
+                    ))));
+                }
+                (_, OrStatus::Ok(meta)) => meta,
+            };
+            if meta.resource_version.is_empty() {
+                // Without it the watch could not resume where it is: start over.
+                return Ok(Err(Failure::Gone("a watch event without a resourceVersion".into())));
+            }
+            let next_version = meta.resource_version.clone();
+            match event.event_type {
+                WatchEventType::Added | WatchEventType::Modified => {
+                    out.push(Notification::Applied(meta)).await?;
+                }
+                WatchEventType::Deleted => out.push(Notification::Deleted(meta)).await?,
+                WatchEventType::Bookmark => {}
+                WatchEventType::Error => {
+                    return Ok(Err(Failure::Other("an ERROR event holding an object".into())));
+                }
+            }
+            *stream.resource_version = next_version;
+            backoff.reset();
+        }
+        out.flush().await?;
+        if decoded {
+            // Events flow (what was missed first): the watch works.
+            stream.resumed(out).await?;
+        }
+    }
+}
+
+/// Sends `req`; a response that is not a success becomes a [`Failure`] (its `Status` read as
+/// protobuf or JSON).
+async fn send(client: &Client, req: http::Request<Vec<u8>>) -> Result<(String, Body), Failure> {
+    let response =
+        client.send(req.map(Body::from)).await.map_err(|e| Failure::Other(e.to_string()))?;
+    let content_type = (response.headers().get(CONTENT_TYPE))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let code = response.status().as_u16();
+    if response.status().is_success() {
+        return Ok((content_type, response.into_body()));
+    }
+    let body = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let message = if kube_gc_wire::is_protobuf(&content_type) {
+        kube_gc_wire::decode_status(body).ok().and_then(|s| s.message).unwrap_or_default()
+    } else {
+        serde_json::from_slice::<kube::core::Status>(&body).map(|s| s.message).unwrap_or_default()
+    };
+    Err(status_failure(Some(code.into()), message))
+}
+
+fn status_failure(code: Option<i32>, message: String) -> Failure {
+    match code {
+        Some(410) => Failure::Gone(message),
+        Some(code) => Failure::Other(format!("{code}: {message}")),
+        None => Failure::Other(message),
+    }
+}
+
+/// A watch stream's decoder, by its `Content-Type`.
+enum StreamDecoder {
+    /// Length-prefixed `WatchEvent` frames.
+    Protobuf(FrameReader),
+    /// One JSON `WatchEvent` a line; the bytes of an incomplete line.
+    Json(Vec<u8>),
+}
+
+impl StreamDecoder {
+    fn for_content_type(content_type: &str) -> StreamDecoder {
+        if kube_gc_wire::is_protobuf(content_type) {
+            StreamDecoder::Protobuf(FrameReader::new())
+        } else {
+            StreamDecoder::Json(Vec::new())
+        }
+    }
+
+    fn push(&mut self, chunk: &Bytes) {
+        match self {
+            StreamDecoder::Protobuf(frames) => frames.push(chunk),
+            StreamDecoder::Json(buffer) => buffer.extend_from_slice(chunk),
+        }
+    }
+
+    /// The next whole event, `Ok(None)` until more bytes arrive.
+    fn next_event(&mut self) -> Result<Option<kube_gc_wire::WatchEvent>, Failure> {
+        match self {
+            StreamDecoder::Protobuf(frames) => match frames.next_frame()? {
+                Some(frame) => Ok(Some(kube_gc_wire::decode_watch_event(frame)?)),
+                None => Ok(None),
+            },
+            StreamDecoder::Json(buffer) => loop {
+                let Some(end) = buffer.iter().position(|&b| b == b'\n') else {
+                    return Ok(None);
+                };
+                let line: Vec<u8> = buffer.drain(..=end).collect();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return crate::lean_meta::decode_watch_event(&line)
+                    .map(Some)
+                    .map_err(Failure::Other);
+            },
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::test_server::{
-        Script, configmaps, failure_reply, json_object, list_reply, names_of, watch_reply,
-        watcher_options,
-    };
-
-    /// kube-rs's watcher says nothing when its watch is open again: a broken watch is back at
-    /// its next event, which comes after the resumption.
-    #[tokio::test(start_paused = true)]
-    async fn a_broken_kube_rs_watch_is_interrupted_until_its_next_event() {
-        let replies = vec![
-            list_reply("5", &["a"]),
-            failure_reply(500),
-            watch_reply(&[("ADDED", json_object("b", "6"))]),
-        ];
-        let client = Client::new(Script::new(replies), "default");
-        let (tx, mut rx) = mpsc::channel(64);
-        let (resource, source) = configmaps();
-        let (options, metrics) = watcher_options(ContentType::Json);
-        let task = tokio::spawn(run_watcher(client, resource, source, tx, metrics, options));
-        let seen = names_of(&mut rx, 6).await;
-        task.abort();
-        assert_eq!(
-            seen,
-            ["ListStarted", "Listed", "ListDone", "Interrupted", "Resumed", "Applied"]
-        );
-    }
-
-    /// Only the first list of a `--list-from-watch-cache` watcher may come from the cache.
-    #[test]
-    fn only_the_first_list_comes_from_the_watch_cache() {
-        let start = Notification::ListStarted;
-        let apply = Notification::Applied(Default::default());
-        assert!(!relist_needs_consistent_semantics(&start, true, false), "first list");
-        assert!(relist_needs_consistent_semantics(&start, true, true), "relist from the cache");
-        assert!(!relist_needs_consistent_semantics(&start, false, true), "consistent already");
-        assert!(!relist_needs_consistent_semantics(&apply, true, true));
-        assert!(watcher_config(true).page_size.is_none());
-        assert_eq!(watcher_config(false).page_size, Some(500));
-    }
-}
+mod tests;

@@ -144,19 +144,22 @@ async fn kube_gc_should_honour_each_propagation_policy() {
     gc.stop().await;
 }
 
-/// Both of the watchers' wire formats (`--kube-api-content-type`: kube-rs's JSON watcher, and
-/// kube-gc's own protobuf loop, also with `--list-from-watch-cache`), through every watch fault
-/// simcluster injects: watches cut and
+/// Both of the watchers' wire formats (`--kube-api-content-type`: JSON and protobuf, each also
+/// with `--list-from-watch-cache`), through every watch fault simcluster injects: watches cut and
 /// answered 410, continue tokens expired mid-list, requests failing with 429/500/503. The
 /// watchers relist again and again; kube-gc must still collect exactly the garbage, before and
 /// after sync, and keep everything else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_wire_formats_collect_exactly_the_garbage_through_relists() {
-    let configurations: [&[&str]; 3] = [
-        &["--kube-api-content-type=application/json"],
-        &["--kube-api-content-type=application/vnd.kubernetes.protobuf"],
+    let configurations: [&[&str]; 4] = [
+        &["--kube-api-content-type=application/json", "--list-from-watch-cache=false"],
+        &[
+            "--kube-api-content-type=application/vnd.kubernetes.protobuf",
+            "--list-from-watch-cache=false",
+        ],
         // Only a first list that emitted nothing may come from the watch cache.
         &["--kube-api-content-type=application/vnd.kubernetes.protobuf", "--list-from-watch-cache"],
+        &["--kube-api-content-type=application/json", "--list-from-watch-cache"],
     ];
     let (mut dropped, mut expired) = (0, 0);
     for flags in configurations {

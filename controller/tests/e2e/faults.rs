@@ -282,8 +282,8 @@ pub async fn apiserver_restart_during_cascade(cx: &mut Ctx<'_>) -> anyhow::Resul
     restart_during_cascade(cx, &[]).await
 }
 
-/// The same with the watchers reading JSON (`--kube-api-content-type=application/json`,
-/// kube-rs's watcher) instead of the default protobuf loop: both relist and resume.
+/// The same with the watchers reading JSON (`--kube-api-content-type=application/json`)
+/// instead of the default protobuf: both relist and resume.
 pub async fn apiserver_restart_during_cascade_json_watchers(
     cx: &mut Ctx<'_>,
 ) -> anyhow::Result<()> {

@@ -3,7 +3,8 @@ use kube_gc_wire::{Status, encode_status, encode_watch_event, enveloped};
 
 use super::*;
 use crate::test_server::{
-    Reply, Script, configmaps, failure_reply, list_reply, names_of, watch_reply, watcher_options,
+    Reply, Script, SeenRequest, configmaps, failure_reply, list_reply, names_of, watch_reply,
+    watcher_options,
 };
 use kube_gc_engine::ObjectMeta;
 
@@ -111,13 +112,14 @@ fn a_json_list_page_reads_its_version_token_and_items() {
         r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"42","continue":"next"}},"items":[{}]}}"#,
         json_object("b", "7")
     );
-    let page = decode_json_list(body.as_bytes()).unwrap();
+    let page = crate::lean_meta::decode_list_page(body.as_bytes()).unwrap();
     assert_eq!(page.resource_version, "42");
     assert_eq!(page.continue_token.as_deref(), Some("next"));
     assert_eq!(page.items, vec![meta("b", "7")]);
-    let last =
-        decode_json_list(br#"{"metadata":{"resourceVersion":"43","continue":""},"items":null}"#)
-            .unwrap();
+    let last = crate::lean_meta::decode_list_page(
+        br#"{"metadata":{"resourceVersion":"43","continue":""},"items":null}"#,
+    )
+    .unwrap();
     assert_eq!(last.continue_token, None);
     assert!(last.items.is_empty());
 }
@@ -177,17 +179,95 @@ async fn error_responses_carry_their_status_message_in_either_format() {
     assert!(matches!(failure_of(garbage).await, Failure::Other(m) if m == "500: "));
 }
 
-/// Runs the loop against `replies` and returns the first `n` notifications it sends, in order
-/// (as their variant names).
-async fn notifications_of(replies: Vec<Reply>, n: usize) -> Vec<String> {
-    let client = Client::new(Script::new(replies), "default");
+/// Runs a watcher with `options` against `replies`; returns the first `n` notifications it
+/// sends, in order (as their variant names), and the requests it made until then.
+async fn run_against(
+    replies: Vec<Reply>,
+    n: usize,
+    options: WatcherOptions,
+) -> (Vec<String>, Vec<SeenRequest>) {
+    let script = Script::new(replies);
+    let client = Client::new(script.clone(), "default");
     let (tx, mut rx) = mpsc::channel(64);
     let (resource, source) = configmaps();
-    let (options, metrics) = watcher_options(crate::flags::ContentType::Protobuf);
-    let task = tokio::spawn(run(client, resource, source, tx, metrics, options, || {}));
+    let metrics = Default::default();
+    let task = tokio::spawn(run_watcher(client, resource, source, tx, metrics, options));
     let seen = names_of(&mut rx, n).await;
     task.abort();
-    seen
+    (seen, script.requests())
+}
+
+/// The first `n` notifications of a protobuf watcher against `replies` (see [`run_against`]).
+async fn notifications_of(replies: Vec<Reply>, n: usize) -> Vec<String> {
+    let options = watcher_options(ContentType::Protobuf);
+    run_against(replies, n, options).await.0
+}
+
+/// With `--kube-api-content-type=application/json`, lists and watches ask for JSON metadata
+/// (the whole object if the server cannot send metadata alone), and a broken watch is back in
+/// step when a new one is open and silent, as with protobuf: an idle resource does not hold
+/// orphanings and foreground deletions until the catch-up timeout.
+#[tokio::test(start_paused = true)]
+async fn a_json_watcher_asks_for_json_and_says_when_its_watch_is_back() {
+    let options = watcher_options(ContentType::Json);
+    let replies = vec![list_reply("5", &["a"]), failure_reply(500)];
+    let (seen, requests) = run_against(replies, 5, options).await;
+    assert_eq!(seen, ["ListStarted", "Listed", "ListDone", "Interrupted", "Resumed"]);
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let (list, watches) = requests.split_first().unwrap();
+    assert!(!list.uri.contains("watch=true") && list.accept == JSON_LIST_ACCEPT, "{list:?}");
+    for watch in watches {
+        assert!(
+            watch.uri.contains("watch=true") && watch.accept == JSON_OBJECT_ACCEPT,
+            "{watch:?}"
+        );
+    }
+    assert!(JSON_LIST_ACCEPT.starts_with("application/json;as=PartialObjectMetadataList;"));
+    assert!(JSON_OBJECT_ACCEPT.starts_with("application/json;as=PartialObjectMetadata;"));
+}
+
+/// By default lists and watches ask for protobuf metadata first, as upstream's metadata client.
+#[tokio::test(start_paused = true)]
+async fn a_protobuf_watcher_asks_for_protobuf_first() {
+    let options = watcher_options(ContentType::Protobuf);
+    let replies = vec![list_reply("5", &["a"]), watch_reply(&[("ADDED", json_object("b", "6"))])];
+    let (seen, requests) = run_against(replies, 4, options).await;
+    assert_eq!(seen, ["ListStarted", "Listed", "ListDone", "Applied"]);
+    let accepts: Vec<&str> = requests.iter().map(|r| r.accept.as_str()).collect();
+    assert_eq!(accepts, [kube_gc_wire::LIST_ACCEPT, kube_gc_wire::OBJECT_ACCEPT]);
+}
+
+/// With `--list-from-watch-cache`, a list comes from the watch cache only while nothing was
+/// sent: a first list that failed is asked of the cache again, but a relist (here after a
+/// watch refused with 410 Gone) is consistent and paged, since a lagging cache could answer it
+/// from before what was already sent and fake deletes.
+#[tokio::test(start_paused = true)]
+async fn only_the_first_list_comes_from_the_watch_cache() {
+    let mut options = watcher_options(ContentType::Json);
+    options.list_from_watch_cache = true;
+    let gone =
+        r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old","code":410}"#;
+    let replies = vec![
+        failure_reply(500),
+        list_reply("5", &["a"]),
+        watch_reply(&[("ERROR", gone.to_owned())]),
+        list_reply("9", &["a"]),
+    ];
+    let (seen, requests) = run_against(replies, 6, options).await;
+    assert_eq!(seen, ["ListStarted", "ListStarted", "Listed", "ListDone", "ListStarted", "Listed"]);
+    let lists: Vec<&str> = (requests.iter())
+        .filter(|r| !r.uri.contains("watch=true"))
+        .map(|r| r.uri.as_str())
+        .collect();
+    assert_eq!(lists.len(), 3, "{requests:?}");
+    for from_cache in &lists[..2] {
+        assert!(from_cache.contains("resourceVersion=0") && !from_cache.contains("limit="));
+    }
+    assert!(
+        lists[2].contains("limit=500") && !lists[2].contains("resourceVersion="),
+        "{}",
+        lists[2]
+    );
 }
 
 /// A watch that fails says so before the backoff, and the next one that delivers events says
