@@ -177,7 +177,19 @@ struct JsonList {
     #[serde(default)]
     metadata: JsonListMeta,
     #[serde(default)]
-    items: Option<Vec<LeanObject>>,
+    items: Option<Vec<ListedMeta>>,
+}
+
+/// A listed object, decoded as [`LeanObject`] and kept as the engine's metadata at once: a
+/// whole list (from the watch cache) then holds one [`ObjectMeta`] an object, not the
+/// [`LeanObject`] around it (its kube-rs `ObjectMeta`, a few hundred bytes), and the page's
+/// vector is handed on as it is (a newtype, collected in place).
+struct ListedMeta(ObjectMeta);
+
+impl<'de> Deserialize<'de> for ListedMeta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        LeanObject::deserialize(deserializer).map(|o| ListedMeta(o.into_meta()))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -205,7 +217,7 @@ pub fn decode_list_page(body: &[u8]) -> Result<kube_gc_wire::ListPage, String> {
     Ok(kube_gc_wire::ListPage {
         resource_version: list.metadata.resource_version.unwrap_or_default(),
         continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
-        items: list.items.unwrap_or_default().into_iter().map(LeanObject::into_meta).collect(),
+        items: list.items.unwrap_or_default().into_iter().map(|ListedMeta(meta)| meta).collect(),
     })
 }
 

@@ -333,6 +333,9 @@ async fn fetch_page(
             Ok(page) => page,
             Err(e) => return Ok(Err(Failure::Other(e))),
         };
+        // The objects own their strings: the body (a whole list, from the watch cache) is not
+        // kept while they wait for the ingest loop.
+        drop(body);
         for item in std::mem::take(&mut page.items) {
             out.push(Notification::Listed(item)).await?;
         }
