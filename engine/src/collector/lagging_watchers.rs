@@ -54,8 +54,11 @@
 //! gone) holds nothing either.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::{Collector, REASON_OTHER};
+use crate::cluster::Cluster;
 use crate::graph::NodeKey;
 use crate::sync::Mutex;
 
@@ -187,6 +190,80 @@ impl LaggingWatchers {
             .map(|since| self.timeout.saturating_sub(now.saturating_duration_since(*since)))
             .filter(|remaining| !remaining.is_zero())
             .max()
+    }
+}
+
+/// The collector's side: watchers falling behind and catching up, and the decisions they hold.
+impl<C: Cluster> Collector<C> {
+    /// Notes that `resource`'s watcher fell behind the API server (`behind`), or is back in
+    /// step with it (or stopped). Called by the graph builder: "back" only once everything the
+    /// watcher sent before is applied to the graph. The decisions held for it are queued again
+    /// when no watcher is behind. Any key works: the controller also holds them under a key of
+    /// its own while discovery lags a CustomResourceDefinition change.
+    pub fn note_watch_behind(&self, resource: &str, behind: bool) {
+        let now = Instant::now();
+        if behind {
+            self.lagging.fall_behind(resource, now);
+            return;
+        }
+        for (owner, decision) in self.lagging.catch_up(resource, now) {
+            match decision {
+                HeldDecision::Orphaning => self.attempt_to_orphan.add(owner),
+                HeldDecision::ForegroundDeletion => self.enqueue_delete(owner, REASON_OTHER, false),
+            }
+        }
+    }
+
+    /// Whether `decision` on the object `key` (`identity`) waits for the watchers behind (see
+    /// [`LaggingWatchers`]): if so, it is held, counted, and queued again to its worker once none
+    /// is, or at the catch-up timeout at the latest. Past the timeout it goes ahead, as upstream,
+    /// counted and with a warning.
+    pub(super) fn hold_for_watchers(
+        &self,
+        key: NodeKey,
+        identity: &crate::identity::ObjectReference,
+        decision: HeldDecision,
+    ) -> bool {
+        let (held, past_timeout, missed) = match decision {
+            HeldDecision::Orphaning => (
+                &self.stats.orphans_held_for_watchers,
+                &self.stats.orphans_past_catch_up_timeout,
+                "dependents they have not delivered keep their reference",
+            ),
+            HeldDecision::ForegroundDeletion => (
+                &self.stats.foreground_deletions_held_for_watchers,
+                &self.stats.foreground_deletions_past_catch_up_timeout,
+                "dependents they have not delivered may outlive the owner",
+            ),
+        };
+        match self.lagging.admit(key, decision, Instant::now()) {
+            Admission::Proceed => false,
+            Admission::Hold(at_most) => {
+                tracing::debug!(object = %identity, ?decision, behind = ?self.watchers_behind(), "a watcher is behind, the decision waits for it");
+                held.fetch_add(1, Ordering::Relaxed);
+                match decision {
+                    HeldDecision::Orphaning => self.attempt_to_orphan.add_after(key, at_most),
+                    HeldDecision::ForegroundDeletion => self.enqueue_delete_after(key, at_most),
+                }
+                true
+            }
+            Admission::ProceedPastTimeout(behind) => {
+                tracing::warn!(object = %identity, ?decision, ?behind, timeout = ?self.lagging.timeout(), "going ahead although watchers are still behind after the catch-up timeout: {missed}");
+                past_timeout.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// The resources whose watcher is behind, with for how long.
+    pub fn watchers_behind(&self) -> Vec<(String, std::time::Duration)> {
+        self.lagging.behind(Instant::now())
+    }
+
+    /// The resources whose watcher orphaning and foreground deletions wait for now (behind,
+    /// within the catch-up timeout), with how long each has been behind.
+    pub fn watchers_holding(&self) -> Vec<(String, std::time::Duration)> {
+        self.lagging.holding(Instant::now())
     }
 }
 
