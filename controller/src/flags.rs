@@ -208,8 +208,9 @@ pub struct Flags {
     /// memory, where a consistent list reads every object from etcd in pages of 500. Relists
     /// are always consistent. With protobuf (the default `--kube-api-content-type`) the answer
     /// is decoded as it arrives; with JSON it is held whole (measured at 100k objects on
-    /// kube-apiserver 1.20: 162-183 MiB peak with protobuf, 327-373 MiB with JSON, 97-116
-    /// MiB paged; the sync 4x sooner, and etcd idle). `=false`: consistent paged lists.
+    /// kube-apiserver 1.20: 65-77 MiB peak with protobuf, 256-297 MiB with JSON; paged, at an
+    /// earlier build, 97-116 MiB; the sync 4x sooner, and etcd idle). `=false`: consistent
+    /// paged lists.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub list_from_watch_cache: bool,
 
