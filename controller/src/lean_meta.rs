@@ -12,7 +12,8 @@
 //!
 //! It is a [`kube::Resource`] whose requests are metadata-only, as `PartialObjectMeta`'s are, so
 //! `Api<LeanObject>` asks the server for `PartialObjectMetadata(List)`; the watchers read their
-//! JSON list pages and watch events with [`decode_list_page`] and [`decode_watch_event`].
+//! JSON watch events with [`decode_watch_event`], and their lists' objects as
+//! `crate::json_list` finds them.
 //!
 //! Decoding follows Go's rules for what the API server sends (upstream decodes into Go
 //! structs): an absent or `null` field is its zero value. The server never omits what an owner
@@ -171,20 +172,9 @@ impl<'de> Deserialize<'de> for LeanObject {
     }
 }
 
-/// A list page's wire shape.
-#[derive(Deserialize)]
-struct JsonList {
-    #[serde(default)]
-    metadata: JsonListMeta,
-    #[serde(default)]
-    items: Option<Vec<ListedMeta>>,
-}
-
-/// A listed object, decoded as [`LeanObject`] and kept as the engine's metadata at once: a
-/// whole list (from the watch cache) then holds one [`ObjectMeta`] an object, not the
-/// [`LeanObject`] around it (its kube-rs `ObjectMeta`, a few hundred bytes), and the page's
-/// vector is handed on as it is (a newtype, collected in place).
-struct ListedMeta(ObjectMeta);
+/// A listed object, decoded as [`LeanObject`] and kept as the engine's metadata at once (not
+/// the [`LeanObject`] around it, with its kube-rs `ObjectMeta` of a few hundred bytes).
+pub(crate) struct ListedMeta(pub(crate) ObjectMeta);
 
 impl<'de> Deserialize<'de> for ListedMeta {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -192,13 +182,14 @@ impl<'de> Deserialize<'de> for ListedMeta {
     }
 }
 
+/// What a list's `metadata` says that the watchers read.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct JsonListMeta {
+pub(crate) struct JsonListMeta {
     #[serde(default)]
-    resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
     #[serde(default, rename = "continue")]
-    continue_token: Option<String>,
+    pub(crate) continue_token: Option<String>,
 }
 
 /// A watch event's wire shape: the object is decoded once its type is known.
@@ -208,17 +199,6 @@ struct JsonWatchEvent<'a> {
     event_type: String,
     #[serde(borrow)]
     object: &'a RawValue,
-}
-
-/// A JSON list page (`PartialObjectMetadataList`, or a full list from a server that cannot
-/// send metadata alone): its resourceVersion, continue token and objects.
-pub fn decode_list_page(body: &[u8]) -> Result<kube_gc_wire::ListPage, String> {
-    let list: JsonList = serde_json::from_slice(body).map_err(|e| format!("a list page: {e}"))?;
-    Ok(kube_gc_wire::ListPage {
-        resource_version: list.metadata.resource_version.unwrap_or_default(),
-        continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
-        items: list.items.unwrap_or_default().into_iter().map(|ListedMeta(meta)| meta).collect(),
-    })
 }
 
 /// One line of a JSON watch stream: its type, and its object or (an `ERROR` event) its Status.

@@ -35,6 +35,7 @@ pub mod events;
 pub mod flags;
 pub mod http;
 pub mod inspect;
+mod json_list;
 pub mod kube_cluster;
 pub mod kubeconfig;
 pub mod leader;

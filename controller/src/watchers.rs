@@ -51,6 +51,7 @@ use tokio::sync::mpsc;
 
 use crate::batcher::WatcherMsg;
 use crate::flags::ContentType;
+use crate::json_list::JsonListDecoder;
 use crate::lean_meta::LeanObject;
 
 /// How the watchers list and watch (from the flags).
@@ -324,26 +325,9 @@ async fn fetch_page(
         Ok(response) => response,
         Err(failure) => return Ok(Err(failure)),
     };
-    if !kube_gc_wire::is_protobuf(&content_type) {
-        let body = match body.collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(e) => return Ok(Err(Failure::Other(e.to_string()))),
-        };
-        let mut page = match crate::lean_meta::decode_list_page(&body) {
-            Ok(page) => page,
-            Err(e) => return Ok(Err(Failure::Other(e))),
-        };
-        // The objects own their strings: the body (a whole list, from the watch cache) is not
-        // kept while they wait for the ingest loop.
-        drop(body);
-        for item in std::mem::take(&mut page.items) {
-            out.push(Notification::Listed(item)).await?;
-        }
-        return Ok(Ok(page));
-    }
-    // Decoded as it arrives: a whole list from the watch cache is never held at once, and
-    // the objects reach the graph while the rest is still on the wire.
-    let mut decoder = kube_gc_wire::ListStreamDecoder::new();
+    // Decoded as it arrives, in either format: a whole list from the watch cache is never
+    // held at once, and the objects reach the graph while the rest is still on the wire.
+    let mut decoder = ListDecoder::for_content_type(&content_type);
     let mut body = body.into_data_stream();
     while let Some(chunk) = body.next().await {
         match chunk {
@@ -354,11 +338,49 @@ async fn fetch_page(
             match decoder.next_item() {
                 Ok(Some(item)) => out.push(Notification::Listed(item)).await?,
                 Ok(None) => break,
-                Err(e) => return Ok(Err(e.into())),
+                Err(failure) => return Ok(Err(failure)),
             }
         }
     }
-    Ok(decoder.finish().map_err(Failure::from))
+    Ok(decoder.finish())
+}
+
+/// A list body's decoder, by its `Content-Type`.
+enum ListDecoder {
+    Protobuf(kube_gc_wire::ListStreamDecoder),
+    Json(JsonListDecoder),
+}
+
+impl ListDecoder {
+    fn for_content_type(content_type: &str) -> ListDecoder {
+        if kube_gc_wire::is_protobuf(content_type) {
+            ListDecoder::Protobuf(kube_gc_wire::ListStreamDecoder::new())
+        } else {
+            ListDecoder::Json(JsonListDecoder::new())
+        }
+    }
+
+    fn push(&mut self, chunk: &Bytes) {
+        match self {
+            ListDecoder::Protobuf(decoder) => decoder.push(chunk),
+            ListDecoder::Json(decoder) => decoder.push(chunk),
+        }
+    }
+
+    fn next_item(&mut self) -> Result<Option<kube_gc_engine::ObjectMeta>, Failure> {
+        match self {
+            ListDecoder::Protobuf(decoder) => decoder.next_item().map_err(Failure::from),
+            ListDecoder::Json(decoder) => decoder.next_item().map_err(Failure::Other),
+        }
+    }
+
+    /// The list's resourceVersion and continue token (no items).
+    fn finish(self) -> Result<kube_gc_wire::ListPage, Failure> {
+        match self {
+            ListDecoder::Protobuf(decoder) => decoder.finish().map_err(Failure::from),
+            ListDecoder::Json(decoder) => decoder.finish().map_err(Failure::Other),
+        }
+    }
 }
 
 /// Where a watch resumes from, and whether the one before broke.
@@ -529,6 +551,11 @@ impl StreamDecoder {
             },
             StreamDecoder::Json(buffer) => loop {
                 let Some(end) = buffer.iter().position(|&b| b == b'\n') else {
+                    // One object's metadata, as a protobuf frame is: more is a broken stream.
+                    if buffer.len() > kube_gc_wire::MAX_FRAME_BYTES {
+                        let max = kube_gc_wire::MAX_FRAME_BYTES;
+                        return Err(Failure::Other(format!("a watch event over {max} bytes")));
+                    }
                     return Ok(None);
                 };
                 let line: Vec<u8> = buffer.drain(..=end).collect();

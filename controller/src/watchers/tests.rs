@@ -106,22 +106,15 @@ fn a_malformed_json_line_is_a_failure_not_a_panic() {
     assert!(matches!(decoder.next_event(), Err(Failure::Other(m)) if m.contains("SYNC")));
 }
 
+/// A JSON watch line that never ends is refused once it is larger than any event, as an
+/// oversized protobuf frame is, instead of growing without bound.
 #[test]
-fn a_json_list_page_reads_its_version_token_and_items() {
-    let body = format!(
-        r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"42","continue":"next"}},"items":[{}]}}"#,
-        json_object("b", "7")
-    );
-    let page = crate::lean_meta::decode_list_page(body.as_bytes()).unwrap();
-    assert_eq!(page.resource_version, "42");
-    assert_eq!(page.continue_token.as_deref(), Some("next"));
-    assert_eq!(page.items, vec![meta("b", "7")]);
-    let last = crate::lean_meta::decode_list_page(
-        br#"{"metadata":{"resourceVersion":"43","continue":""},"items":null}"#,
-    )
-    .unwrap();
-    assert_eq!(last.continue_token, None);
-    assert!(last.items.is_empty());
+fn an_endless_json_line_is_a_failure() {
+    let mut decoder = StreamDecoder::for_content_type("application/json");
+    decoder.push(&Bytes::from_static(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\""));
+    assert!(matches!(decoder.next_event(), Ok(None)));
+    decoder.push(&Bytes::from(vec![b'x'; kube_gc_wire::MAX_FRAME_BYTES]));
+    assert!(matches!(decoder.next_event(), Err(Failure::Other(m)) if m.contains("over")));
 }
 
 #[test]
