@@ -206,11 +206,10 @@ pub struct Flags {
     /// Each watcher's first list from the API server's watch cache (`resourceVersion=0`, as
     /// client-go's informers do): one whole answer per resource, served from the server's
     /// memory, where a consistent list reads every object from etcd in pages of 500. Relists
-    /// are always consistent. With protobuf (the default `--kube-api-content-type`) the answer
-    /// is decoded as it arrives; with JSON it is held whole (measured at 100k objects on
-    /// kube-apiserver 1.20: 65-77 MiB peak with protobuf, 256-297 MiB with JSON; paged, at an
-    /// earlier build, 97-116 MiB; the sync 4x sooner, and etcd idle). `=false`: consistent
-    /// paged lists.
+    /// are always consistent. The answer is decoded as it arrives, in either
+    /// `--kube-api-content-type` (measured at 100k objects on kube-apiserver 1.20: 68-75 MiB
+    /// peak with protobuf, 67-70 MiB with JSON; paged, at an earlier build, 97-116 MiB; the
+    /// sync 4x sooner, and etcd idle). `=false`: consistent paged lists.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub list_from_watch_cache: bool,
 

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! discovery.rs ──► watchers.rs (one metadata watcher per deletable resource: list + watch,
-//!      │                 protobuf decoded by kube_gc_wire, JSON by lean_meta.rs)
+//!      │                 protobuf decoded by kube_gc_wire, JSON by lean_meta.rs and,
+//!      │                 for lists, json_list.rs)
 //!      │                 │ WatchBatch (notifications)
 //!      │                 ▼
 //!      │           batcher.rs (coalesces all watchers' chunks and wakes for virtual deletes;
