@@ -12,8 +12,19 @@
 
 use kube_gc_engine::ObjectMeta;
 use kube_gc_wire::{ListPage, MAX_FRAME_BYTES};
+use serde::Deserialize;
 
-use crate::lean_meta::{JsonListMeta, ListedMeta};
+use crate::lean_meta::LeanObject;
+
+/// What a list's `metadata` says that the watchers read.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct JsonListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
 
 /// Where the scan is in the list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,11 +130,11 @@ impl JsonListDecoder {
                 (State::AfterItem, b',') => (State::Item, 1),
                 (State::FirstItem | State::Item, _) => {
                     let Some(end) = value_end(rest)? else { return self.incomplete() };
-                    let item: ListedMeta = serde_json::from_slice(&rest[..end])
+                    let item: LeanObject = serde_json::from_slice(&rest[..end])
                         .map_err(|e| format!("a list's item: {e}"))?;
                     self.consumed += end;
                     self.state = State::AfterItem;
-                    return Ok(Some(item.0));
+                    return Ok(Some(item.into_meta()));
                 }
                 (state, byte) => {
                     return Err(format!("a list: {:?} where {state:?} was expected", byte as char));

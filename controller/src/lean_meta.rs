@@ -172,26 +172,6 @@ impl<'de> Deserialize<'de> for LeanObject {
     }
 }
 
-/// A listed object, decoded as [`LeanObject`] and kept as the engine's metadata at once (not
-/// the [`LeanObject`] around it, with its kube-rs `ObjectMeta` of a few hundred bytes).
-pub(crate) struct ListedMeta(pub(crate) ObjectMeta);
-
-impl<'de> Deserialize<'de> for ListedMeta {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        LeanObject::deserialize(deserializer).map(|o| ListedMeta(o.into_meta()))
-    }
-}
-
-/// What a list's `metadata` says that the watchers read.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct JsonListMeta {
-    #[serde(default)]
-    pub(crate) resource_version: Option<String>,
-    #[serde(default, rename = "continue")]
-    pub(crate) continue_token: Option<String>,
-}
-
 /// A watch event's wire shape: the object is decoded once its type is known.
 #[derive(Deserialize)]
 struct JsonWatchEvent<'a> {

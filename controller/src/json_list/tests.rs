@@ -10,7 +10,7 @@ struct Whole {
     #[serde(default)]
     metadata: JsonListMeta,
     #[serde(default)]
-    items: Option<Vec<ListedMeta>>,
+    items: Option<Vec<LeanObject>>,
 }
 
 /// `body` pushed in pieces cut at `cuts` (offsets, any order), every item taken as soon as
@@ -157,7 +157,7 @@ proptest! {
         ];
         let body = format!("{{ {} }}\n", order.map(|i| members[i].as_str()).join(",\n"));
         let whole: Whole = serde_json::from_str(&body).unwrap();
-        let expected: Vec<ObjectMeta> = whole.items.unwrap_or_default().into_iter().map(|m| m.0).collect();
+        let expected: Vec<ObjectMeta> = whole.items.unwrap_or_default().into_iter().map(LeanObject::into_meta).collect();
         let (got, page) = decode_in_pieces(body.as_bytes(), &cuts).unwrap();
         prop_assert_eq!(got, expected);
         prop_assert_eq!(page.resource_version, whole.metadata.resource_version.unwrap_or_default());
