@@ -62,13 +62,13 @@ type Set<T> = HashSet<T, DefaultHashBuilder>;
 /// compared field by field.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct Identity {
-    /// apiVersion.
+    /// The apiVersion, as Go builds it per event (`apps/v1`).
     pub api_version: String,
-    /// Kind.
+    /// The kind (`ReplicaSet`).
     pub kind: String,
-    /// Name.
+    /// `metadata.name`.
     pub name: String,
-    /// UID.
+    /// `metadata.uid`, as its text (Go's `types.UID` is a string).
     pub uid: String,
     /// Namespace (`""` if cluster-scoped).
     pub namespace: String,

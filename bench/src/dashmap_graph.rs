@@ -25,9 +25,9 @@ use kube_gc_engine::{Event, EventType, ObjectType, OwnerReference, Uid};
 pub struct DashNode {
     /// apiVersion and kind (the informer's for observed nodes, the reference's for virtual).
     pub ty: ObjectType,
-    /// Namespace.
+    /// The namespace (`""` if cluster-scoped; a virtual node takes its first dependent's).
     pub namespace: String,
-    /// Name.
+    /// `metadata.name` (a virtual node's comes from the owner reference).
     pub name: String,
     /// Owner references as decoded.
     pub owners: Vec<OwnerReference>,

@@ -110,7 +110,7 @@ impl WorkloadConfig {
 /// The counts of `WORKLOAD.md` (integer arithmetic).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Counts {
-    /// N.
+    /// N: the objects in all.
     pub objects: usize,
     /// F: Deployment → ReplicaSet → 8 Pods families.
     pub families: usize,

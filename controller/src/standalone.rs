@@ -158,7 +158,8 @@ impl Snapshot {
         })
     }
 
-    /// The graph.
+    /// The graph every listed object was ingested into, for the engine's inspection
+    /// functions (`tree`, `blast_radius`, `explain`) to answer from.
     pub fn graph(&self) -> &Arc<Graph> {
         self.collector.graph()
     }

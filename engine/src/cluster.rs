@@ -17,7 +17,7 @@ use crate::meta::ObjectMeta;
 pub struct Resource {
     /// API group (`""` for core).
     pub group: String,
-    /// Version.
+    /// API version within the group (`v1`).
     pub version: String,
     /// Plural resource name (`pods`).
     pub resource: String,

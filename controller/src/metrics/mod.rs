@@ -45,7 +45,7 @@ impl Counter {
     pub fn add(&self, n: u64) {
         self.0.fetch_add(n, Ordering::Relaxed);
     }
-    /// The count.
+    /// The value now (a relaxed read: another thread's latest `inc` may not be in it yet).
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }

@@ -515,13 +515,15 @@ impl Graph {
 /// One node of a [`GraphSnapshot`].
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct NodeSnapshot {
-    /// Identity.
+    /// The object's (or, for a virtual node, its dependents' reference's) apiVersion, kind,
+    /// namespace, name and UID.
     pub identity: ObjectReference,
-    /// Virtual flag.
+    /// Never observed through a watch: only named by dependents (upstream's `virtual`).
     pub is_virtual: bool,
-    /// beingDeleted flag.
+    /// Has a deletionTimestamp (upstream's `beingDeleted`).
     pub being_deleted: bool,
-    /// deletingDependents flag.
+    /// Being deleted in the foreground: has a deletionTimestamp and the `foregroundDeletion`
+    /// finalizer (upstream's `deletingDependents`).
     pub deleting_dependents: bool,
     /// Owner references, in order.
     pub owners: Vec<OwnerRef>,

@@ -364,7 +364,7 @@ impl ObjectType {
         type_pairs().resolve(self.0).0
     }
 
-    /// The kind.
+    /// The kind (`Pod`), as the type was interned.
     pub fn kind(self) -> &'static str {
         type_pairs().resolve(self.0).1
     }
@@ -448,7 +448,7 @@ pub struct ObjectReference {
     pub namespace: Namespace,
     /// `metadata.name`.
     pub name: String,
-    /// The UID.
+    /// `metadata.uid`: what the graph and the queues key the object by.
     pub uid: Uid,
 }
 
