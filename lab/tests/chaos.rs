@@ -90,4 +90,22 @@ async fn chaos_should_fail_when_nothing_collects() {
     assert!(!report.ok());
     assert!(!report.seeds[0].failures.is_empty());
     assert!(report.totals().ends_with("verdict=FAILED"), "{}", report.totals());
+
+    // A failed seed explains itself: the steps and the failed scenarios' writes, in time order.
+    let seed = &report.seeds[0];
+    eprintln!("{seed}");
+    let trace = seed.trace.join("\n");
+    let position = |needle: &str| {
+        let at = trace.find(needle);
+        assert!(at.is_some(), "no {needle:?} in the trace:\n{trace}");
+        at
+    };
+    let created = position("chaos-setup Create");
+    let asked = position("Delete(");
+    let deleted = position("chaos-user Delete");
+    let off = position("faults off");
+    assert!(created < asked && asked < deleted && deleted < off, "out of order:\n{trace}");
+    assert!(seed.to_string().contains(&seed.trace[0]), "the report prints the trace:\n{seed}");
+    let millis = |line: &String| line.split(" ms").next().unwrap().trim().parse::<u64>().unwrap();
+    assert!(seed.trace.windows(2).all(|w| millis(&w[0]) <= millis(&w[1])), "{trace}");
 }

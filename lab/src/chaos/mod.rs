@@ -215,6 +215,10 @@ pub struct SeedReport {
     pub restarts: usize,
     /// Time from faults off to the expected state (`None`: not reached).
     pub converged_in: Option<Duration>,
+    /// For a seed that failed: what happened when, to tell a bug from a race, the chaos's
+    /// steps as they ran and every write to the failed scenarios' objects (from the audit),
+    /// in milliseconds from the first collector's start.
+    pub trace: Vec<String>,
 }
 
 impl SeedReport {
@@ -245,6 +249,9 @@ impl fmt::Display for SeedReport {
         }
         for x in &self.failures {
             write!(f, "\n  FAILED: {x}")?;
+        }
+        for line in &self.trace {
+            write!(f, "\n    {line}")?;
         }
         Ok(())
     }
@@ -316,6 +323,59 @@ async fn start_collector(
 
 // ---------------------------------------------------------------------------------------------
 // A run
+
+/// What a seed did when, kept to explain a failure (see [`SeedReport::trace`]).
+struct Timeline {
+    started: Instant,
+    lines: Vec<(Duration, String)>,
+}
+
+impl Timeline {
+    fn note(&mut self, what: String) {
+        self.lines.push((self.started.elapsed(), what));
+    }
+
+    /// The steps, and the audit's records of the objects of the scenarios that `failures`
+    /// name, merged in time order (writes before the start, the setup's, at 0).
+    fn explain(
+        self,
+        failures: &[String],
+        scenarios: &[Scenario],
+        records: &[kube_gc_simcluster::audit::WriteRecord],
+    ) -> Vec<String> {
+        let failed: Vec<&str> = (scenarios.iter())
+            .map(|s| s.namespace.as_str())
+            .filter(|ns| failures.iter().any(|f| f.starts_with(&format!("[{ns}:"))))
+            .collect();
+        let mut lines = self.lines;
+        for r in records {
+            // Cluster-scoped objects of a scenario are named after its namespace.
+            if !failed.iter().any(|ns| r.namespace == *ns || r.name.starts_with(ns)) {
+                continue;
+            }
+            let owners: Vec<&str> = r.owner_references.iter().map(|o| o.name.as_str()).collect();
+            let at = r.at.saturating_duration_since(self.started);
+            let object = match r.namespace.as_str() {
+                "" => r.name.clone(),
+                ns => format!("{ns}/{}", r.name),
+            };
+            lines.push((
+                at,
+                format!(
+                    "{} {:?} {} {object} rv {} (owners before: [{}]){}",
+                    r.actor,
+                    r.verb,
+                    r.resource,
+                    r.resource_version,
+                    owners.join(", "),
+                    if r.removed { ", removed" } else { "" },
+                ),
+            ));
+        }
+        lines.sort_by_key(|(at, _)| *at);
+        lines.into_iter().map(|(at, what)| format!("{:>6} ms  {what}", at.as_millis())).collect()
+    }
+}
 
 /// What happens during the chaos, at a time drawn from the seed.
 #[derive(Clone, Copy, Debug)]
@@ -449,8 +509,14 @@ pub async fn run_seed(config: &ChaosConfig, seed: u64) -> anyhow::Result<SeedRep
     };
     let mut collector = start().await?;
     let started = tokio::time::Instant::now();
+    let mut timeline = Timeline { started: started.into_std(), lines: Vec::new() };
     for (t, step) in steps {
         tokio::time::sleep_until(started + t).await;
+        timeline.note(match step {
+            Step::Delete(i) | Step::Adopt(i) => format!("{step:?}: [{}]", scenarios[i]),
+            Step::Restart => "collector stopped".to_owned(),
+            Step::CustomResources => "CRD created, then the custom-resource scenarios".to_owned(),
+        });
         match step {
             Step::Delete(i) => {
                 let s = &scenarios[i];
@@ -467,6 +533,7 @@ pub async fn run_seed(config: &ChaosConfig, seed: u64) -> anyhow::Result<SeedRep
                     c.stop().await;
                 }
                 collector = start().await?;
+                timeline.note("a new collector started".to_owned());
                 report.restarts += 1;
             }
             Step::CustomResources => {
@@ -493,6 +560,7 @@ pub async fn run_seed(config: &ChaosConfig, seed: u64) -> anyhow::Result<SeedRep
 
     // Faults off: converge within the deadline.
     sim.faults_off();
+    timeline.note("faults off".to_owned());
     let off = Instant::now();
     let deadline = tokio::time::Instant::now() + config.converge_timeout;
     let mut failures = world.failures(&scenarios);
@@ -505,6 +573,9 @@ pub async fn run_seed(config: &ChaosConfig, seed: u64) -> anyhow::Result<SeedRep
     }
     if let Some(c) = collector.take() {
         c.stop().await;
+    }
+    if !failures.is_empty() {
+        report.trace = timeline.explain(&failures, &scenarios, &sim.audit().records());
     }
     report.failures = failures;
     report.faults = sim.fault_counts();
