@@ -19,19 +19,27 @@ pub(crate) fn json_object(name: &str, rv: &str) -> String {
     )
 }
 
-/// One scripted response: its status, content type and body, and whether the body then stays
-/// open (a watch the server keeps).
+/// One scripted response: its status, content type and body (sent at once, then each of
+/// `later` after its delay), and whether the body then stays open (a watch the server keeps).
 pub(crate) struct Reply {
     pub(crate) code: u16,
     pub(crate) content_type: &'static str,
     pub(crate) body: Vec<u8>,
+    pub(crate) later: Vec<(std::time::Duration, Vec<u8>)>,
     pub(crate) stays_open: bool,
 }
 
 impl Reply {
     /// A JSON reply.
     pub(crate) fn json(code: u16, body: impl Into<Vec<u8>>, stays_open: bool) -> Reply {
-        Reply { code, content_type: "application/json", body: body.into(), stays_open }
+        let content_type = "application/json";
+        Reply { code, content_type, body: body.into(), later: Vec::new(), stays_open }
+    }
+
+    /// This watch reply, with `events` sent as one more chunk `after` the chunk before.
+    pub(crate) fn then(mut self, after: std::time::Duration, events: &[(&str, String)]) -> Reply {
+        self.later.push((after, watch_lines(events).into_bytes()));
+        self
     }
 }
 
@@ -89,7 +97,11 @@ impl tower::Service<http::Request<Body>> for Script {
         let reply = self.replies.lock().unwrap().pop_front();
         let reply = reply.unwrap_or(Reply::json(200, "", true));
         let frame = http_body::Frame::data(Bytes::from(reply.body));
-        let first = stream::iter([Ok::<_, std::convert::Infallible>(frame)]);
+        let later = stream::iter(reply.later).then(|(after, chunk)| async move {
+            tokio::time::sleep(after).await;
+            Ok(http_body::Frame::data(Bytes::from(chunk)))
+        });
+        let first = stream::iter([Ok::<_, std::convert::Infallible>(frame)]).chain(later);
         let body = if reply.stays_open {
             StreamBody::new(first.chain(stream::pending())).boxed_unsync()
         } else {
@@ -114,9 +126,12 @@ pub(crate) fn list_reply(rv: &str, names: &[&str]) -> Reply {
 
 /// A watch that sends `events` (type, object JSON), then stays open and silent.
 pub(crate) fn watch_reply(events: &[(&str, String)]) -> Reply {
-    let body: String =
-        events.iter().map(|(t, o)| format!("{{\"type\":\"{t}\",\"object\":{o}}}\n")).collect();
-    Reply::json(200, body, true)
+    Reply::json(200, watch_lines(events), true)
+}
+
+/// `events` (type, object JSON) as a JSON watch stream's lines.
+fn watch_lines(events: &[(&str, String)]) -> String {
+    events.iter().map(|(t, o)| format!("{{\"type\":\"{t}\",\"object\":{o}}}\n")).collect()
 }
 
 /// An error response with status `code` and its `Status` body.

@@ -30,9 +30,10 @@
 //! - **No event is lost at a resume:** what was decoded is sent before the next request, and the
 //!   resourceVersion a watch resumes from is that of the last event sent.
 //! - **A broken watch says so:** [`Notification::Interrupted`] when a watch fails, and
-//!   [`Notification::Resumed`] once a new one is seen to work (its first events, or a quarter
-//!   of a second open and silent), so that orphanings and foreground deletions wait for what
-//!   it missed (`kube_gc_engine::collector::lagging_watchers`), and no longer.
+//!   [`Notification::Resumed`] once a new one has delivered what it missed: its stream has
+//!   paused for half a second (at once if it had nothing to send), or two seconds have passed
+//!   on a resource whose events never pause. So orphanings and foreground deletions wait for
+//!   what it missed (`kube_gc_engine::collector::lagging_watchers`), and not much longer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -404,11 +405,20 @@ impl WatchStream<'_> {
     }
 }
 
-/// After a broken watch, how long a new one must stay open and silent to count as working
-/// (the first chunk of events counts sooner). A server that accepts the watch and then
-/// refuses it (a 410 Gone as an ERROR event) does so at once: a watcher told "back in step"
-/// before that would be back behind a moment later, and an orphaning let through in between.
-const RESUMED_AFTER_QUIET: Duration = Duration::from_millis(250);
+/// After a broken watch, how long the new one's stream must pause to count as having
+/// delivered what the watcher missed. The server sends that backlog first, an event a chunk,
+/// at once from its watch cache; a pause this long means it is through, and the decisions
+/// waiting for it can go (a new watch with nothing to send is back after this long). The
+/// first chunk alone is no proof: the events after it may still be on their way, and an
+/// orphaning let through between them would miss a dependent they carry (simcluster's
+/// chaos holds events back up to 300 ms, and found that). A server that accepts the watch
+/// and then refuses it (a 410 Gone as an ERROR event) does so at once, well within it.
+const RESUMED_AFTER_QUIET: Duration = Duration::from_millis(500);
+
+/// After a broken watch, when the new one counts as back however busy its stream: a resource
+/// whose events never pause for [`RESUMED_AFTER_QUIET`] has long had its backlog by then,
+/// and holding its decisions longer would only delay them.
+const RESUMED_AT_THE_LATEST: Duration = Duration::from_secs(2);
 
 /// Watches from `stream.resource_version` into `out` until the server ends the stream (`Ok`)
 /// or it fails.
@@ -428,11 +438,17 @@ async fn watch(
     let mut decoder = StreamDecoder::for_content_type(&content_type);
     let mut body = body.into_data_stream();
     let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS.into()) + WATCH_IDLE_MARGIN;
+    let back_at_the_latest = tokio::time::Instant::now() + RESUMED_AT_THE_LATEST;
     loop {
-        let wait = if stream.interrupted { RESUMED_AFTER_QUIET } else { idle };
+        let wait = match stream.interrupted {
+            true => RESUMED_AFTER_QUIET
+                .min(back_at_the_latest.saturating_duration_since(tokio::time::Instant::now())),
+            false => idle,
+        };
         let chunk = match tokio::time::timeout(wait, body.next()).await {
             Err(_) if stream.interrupted => {
-                // Open and silent: nothing was missed, or the server would be sending it.
+                // Paused (or busy past the latest): what was missed is delivered, and what
+                // was decoded of it sent.
                 stream.resumed(out).await?;
                 continue;
             }
@@ -441,13 +457,9 @@ async fn watch(
             Ok(Some(Ok(chunk))) => chunk,
         };
         decoder.push(&chunk);
-        let mut decoded = false;
         loop {
             let event = match decoder.next_event() {
-                Ok(Some(event)) => {
-                    decoded = true;
-                    event
-                }
+                Ok(Some(event)) => event,
                 Ok(None) => break,
                 Err(failure) => return Ok(Err(failure)),
             };
@@ -482,10 +494,6 @@ async fn watch(
             backoff.reset();
         }
         out.flush().await?;
-        if decoded {
-            // Events flow (what was missed first): the watch works.
-            stream.resumed(out).await?;
-        }
     }
 }
 

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use kube_gc_wire::messages::{self, PartialObjectMetadata};
 use kube_gc_wire::{Status, encode_status, encode_watch_event, enveloped};
 
@@ -153,6 +155,7 @@ async fn error_responses_carry_their_status_message_in_either_format() {
         code: 410,
         content_type: kube_gc_wire::PROTOBUF,
         body: encode_status(&gone),
+        later: Vec::new(),
         stays_open: false,
     };
     assert!(matches!(failure_of(proto).await, Failure::Gone(m) if m == "too old"));
@@ -167,6 +170,7 @@ async fn error_responses_carry_their_status_message_in_either_format() {
         code: 500,
         content_type: kube_gc_wire::PROTOBUF,
         body: b"x".to_vec(),
+        later: Vec::new(),
         stays_open: false,
     };
     assert!(matches!(failure_of(garbage).await, Failure::Other(m) if m == "500: "));
@@ -275,6 +279,40 @@ async fn a_broken_watch_is_interrupted_until_a_new_one_delivers() {
     ];
     let seen = notifications_of(replies, 6).await;
     assert_eq!(seen, ["ListStarted", "Listed", "ListDone", "Interrupted", "Applied", "Resumed"]);
+}
+
+/// A new watch is back only once its stream pauses: its first events are no proof that what
+/// it missed is all in (here the second of them comes 300 ms later, as a loaded server or
+/// simcluster's held-back events may send it), and an orphaning let through between them
+/// would miss a dependent the second carries.
+#[tokio::test(start_paused = true)]
+async fn a_new_watch_is_back_once_its_backlog_pauses() {
+    let backlog = watch_reply(&[("ADDED", json_object("b", "6"))])
+        .then(Duration::from_millis(300), &[("ADDED", json_object("c", "7"))]);
+    let replies = vec![list_reply("5", &["a"]), failure_reply(500), backlog];
+    let seen = notifications_of(replies, 7).await;
+    assert_eq!(
+        seen,
+        ["ListStarted", "Listed", "ListDone", "Interrupted", "Applied", "Applied", "Resumed"]
+    );
+}
+
+/// A new watch whose events never pause is back two seconds after it opened all the same:
+/// its backlog came first, and its resource's decisions are not held for ever.
+#[tokio::test(start_paused = true)]
+async fn a_busy_new_watch_is_back_at_the_latest_two_seconds_after_it_opened() {
+    let mut busy = watch_reply(&[("ADDED", json_object("b0", "6"))]);
+    for i in 1..8 {
+        let event = ("MODIFIED", json_object(&format!("b{i}"), &(6 + i).to_string()));
+        busy = busy.then(Duration::from_millis(450), &[event]);
+    }
+    let replies = vec![list_reply("5", &[]), failure_reply(500), busy];
+    let seen = notifications_of(replies, 11).await;
+    // Events at 0, 0.45, 0.9, 1.35 and 1.8 s, then back at 2 s, then the one at 2.25 s.
+    let mut want = vec!["ListStarted", "ListDone", "Interrupted"];
+    want.extend(["Applied"; 5]);
+    want.extend(["Resumed", "Applied", "Applied"]);
+    assert_eq!(seen, want);
 }
 
 /// A new watch that stays open and silent is back after a short quiet time.

@@ -42,9 +42,9 @@ pub enum Notification {
     /// or a relist completes. No graph event; the watcher counts as behind (see
     /// [`ResourceStore::is_behind`]).
     Interrupted,
-    /// After `Interrupted`, a watch works again, from the last resourceVersion sent: what was
-    /// missed arrives on it (the watcher says so once it has seen the watch work, after its
-    /// first events or a quiet while, not at its mere opening).
+    /// After `Interrupted`, a watch works again, from the last resourceVersion sent, and has
+    /// delivered what was missed: the watcher sends this after those events, once the new
+    /// watch's stream has paused (or has run a while), not at its mere opening.
     Resumed,
 }
 

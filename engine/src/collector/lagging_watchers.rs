@@ -37,10 +37,11 @@
 //! left it waits anyway, as upstream's), and a dependent of it only while that owner waits: the
 //! owner is held over the same lag, so the deletion as a whole ends no later for it. The hold
 //! only narrows the race to what no metadata watch of a v1.20 API server can tell: an event
-//! already sent by the server but not yet applied to the graph (milliseconds on a live stream,
-//! a resumed watch's backlog included), a dependent written after the owner's live read, and a
-//! CRD whose event reaches kube-gc after the owner's. For orphaning, those are covered by the
-//! in-process memory, as before.
+//! already sent by the server but not yet applied to the graph (milliseconds on a live stream;
+//! a resumed watch counts as back once its stream has paused for half a second, or after two
+//! seconds of events, so its backlog is in unless the server stalls longer inside it), a
+//! dependent written after the owner's live read, and a CRD whose event reaches kube-gc after
+//! the owner's. For orphaning, those are covered by the in-process memory, as before.
 //! A barrier on resourceVersions (every watcher past the owner's) is out of reach there: an
 //! idle resource's watch delivers nothing to compare, and v1.20 sends bookmarks only just
 //! before a watch's timeout.
