@@ -349,8 +349,15 @@ impl Timeline {
             .collect();
         let mut lines = self.lines;
         for r in records {
-            // Cluster-scoped objects of a scenario are named after its namespace.
-            if !failed.iter().any(|ns| r.namespace == *ns || r.name.starts_with(ns)) {
+            // A scenario's objects are in its namespace or in `<namespace>-other`, and its
+            // cluster-scoped ones are named after it.
+            let of = |ns: &str| {
+                let ours = |name: &str| {
+                    name == ns || name.strip_prefix(ns).is_some_and(|s| s.starts_with('-'))
+                };
+                ours(if r.namespace.is_empty() { &r.name } else { &r.namespace })
+            };
+            if !failed.iter().any(|ns| of(ns)) {
                 continue;
             }
             let owners: Vec<&str> = r.owner_references.iter().map(|o| o.name.as_str()).collect();
