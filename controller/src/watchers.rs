@@ -10,8 +10,9 @@
 //! do, or JSON with `--kube-api-content-type application/json`, and reads each response by its
 //! `Content-Type` (protobuf by [`kube_gc_wire`], JSON by [`crate::lean_meta`], its lists
 //! item by item as `json_list.rs` finds them): only what the engine keeps of an object is
-//! decoded, and a list is decoded as it arrives, never held whole. kube-rs's `watcher()` reads JSON only, and says
-//! nothing when a broken watch is open again (see the last rule below), so it is not used.
+//! decoded, and a list is decoded as it arrives, never held whole. kube-rs's `watcher()` reads
+//! JSON only, and says nothing when a broken watch is open again (see the last rule below), so
+//! it is not used.
 //!
 //! Its [`Notification`]s (a list's objects between `ListStarted` and `ListDone`, then the
 //! watch's changes) go to the batcher in batches ([`WatchBatch`]) of at most a page, under

@@ -152,11 +152,8 @@ async fn failure_of(answer: Reply) -> Failure {
 async fn error_responses_carry_their_status_message_in_either_format() {
     let gone = Status { code: Some(410), message: Some("too old".into()), ..Default::default() };
     let proto = Reply {
-        code: 410,
         content_type: kube_gc_wire::PROTOBUF,
-        body: encode_status(&gone),
-        later: Vec::new(),
-        stays_open: false,
+        ..Reply::json(410, encode_status(&gone), false)
     };
     assert!(matches!(failure_of(proto).await, Failure::Gone(m) if m == "too old"));
     let json = Reply::json(
@@ -166,13 +163,7 @@ async fn error_responses_carry_their_status_message_in_either_format() {
     );
     assert!(matches!(failure_of(json).await, Failure::Other(m) if m == "403: pods is forbidden"));
     // A body that is neither still fails, with the code.
-    let garbage = Reply {
-        code: 500,
-        content_type: kube_gc_wire::PROTOBUF,
-        body: b"x".to_vec(),
-        later: Vec::new(),
-        stays_open: false,
-    };
+    let garbage = Reply { content_type: kube_gc_wire::PROTOBUF, ..Reply::json(500, "x", false) };
     assert!(matches!(failure_of(garbage).await, Failure::Other(m) if m == "500: "));
 }
 
