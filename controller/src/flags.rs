@@ -160,10 +160,10 @@ pub struct Flags {
     pub orphaned_owners_memory: usize,
 
     /// How long orphaning, and the steps of a foreground deletion that rest on the graph showing
-    /// no dependents, wait for a watcher that fell behind (its watch broke, or it is relisting)
-    /// to catch up, so that the dependents it has not delivered are orphaned too (rather than
-    /// collected later) and gone before their foreground owner (0s: upstream's behaviour, no
-    /// wait).
+    /// no dependents, wait for a watcher that fell behind (its watch broke, it is relisting, or
+    /// the watch after its list has not yet delivered) to catch up, so that the dependents it
+    /// has not delivered are orphaned too (rather than collected later) and gone before their
+    /// foreground owner (0s: upstream's behaviour, no wait).
     /// `--orphan-catch-up-timeout`, its name before it covered foreground deletion, still works.
     #[arg(
         long,

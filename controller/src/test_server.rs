@@ -150,11 +150,16 @@ pub(crate) fn configmaps() -> (Resource, WatchSource) {
     (Resource::new("v1", "configmaps", "ConfigMap", true), source)
 }
 
-/// The first `n` notifications a watcher sends to `rx`, in order, as their variant names.
+/// The first `n` notifications a watcher sends to `rx` within a minute, in order, as their
+/// variant names.
 pub(crate) async fn names_of(rx: &mut mpsc::Receiver<WatcherMsg>, n: usize) -> Vec<String> {
+    // A watcher that never sends the n-th ends the wait (at once in paused time), so that a
+    // test expecting it fails rather than hangs.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut seen = Vec::new();
     while seen.len() < n {
-        let Some(WatcherMsg::Batch(batch)) = rx.recv().await else { break };
+        let received = tokio::time::timeout_at(deadline, rx.recv()).await;
+        let Ok(Some(WatcherMsg::Batch(batch))) = received else { break };
         for notification in batch.notifications {
             let name = format!("{notification:?}");
             seen.push(name.split('(').next().unwrap_or_default().to_owned());

@@ -30,11 +30,13 @@
 //!   event), and every failure counts in `kube_gc_watch_errors_total`.
 //! - **No event is lost at a resume:** what was decoded is sent before the next request, and the
 //!   resourceVersion a watch resumes from is that of the last event sent.
-//! - **A broken watch says so:** [`Notification::Interrupted`] when a watch fails, and
-//!   [`Notification::Resumed`] once a new one has delivered what it missed: its stream has
-//!   paused for half a second (at once if it had nothing to send), or two seconds have passed
-//!   on a resource whose events never pause. So orphanings and foreground deletions wait for
-//!   what it missed (`kube_gc_engine::collector::lagging_watchers`), and not much longer.
+//! - **A watcher says when it is behind:** from the end of a list (what changed since the
+//!   list's resourceVersion is still to come) and with [`Notification::Interrupted`] when a
+//!   watch fails, until [`Notification::Resumed`], once a watch has delivered what was
+//!   missed: its stream has paused for half a second (a watch with nothing to send, after
+//!   that half second), or two seconds have passed on a resource whose events never pause. So
+//!   orphanings and foreground deletions wait for what it missed
+//!   (`kube_gc_engine::collector::lagging_watchers`), and not much longer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -242,12 +244,14 @@ pub async fn run_watcher(
             metrics.set_warmup_seconds(&key, started.elapsed().as_secs_f64());
         }
         backoff.reset();
-        // Whether a watch broke and none has resumed since (a relist's end says in step too).
-        let mut interrupted = false;
+        // Whether the graph builder counts this watcher as behind: from the list's end (what
+        // changed since its resourceVersion is still to come) or a broken watch, until a
+        // watch has delivered what was missed.
+        let mut behind = true;
         loop {
-            let mut stream = WatchStream { resource_version: &mut resource_version, interrupted };
+            let mut stream = WatchStream { resource_version: &mut resource_version, behind };
             let watched = watch(&endpoint, &mut stream, &mut out, &mut backoff).await;
-            interrupted = stream.interrupted;
+            behind = stream.behind;
             if out.flush().await.is_err() {
                 return;
             }
@@ -260,10 +264,10 @@ pub async fn run_watcher(
                 Ok(Err(failure)) => {
                     tracing::warn!(resource = %key, error = %failure, "watch failed, retrying with backoff");
                     metrics.watch_errors.inc();
-                    if !interrupted {
+                    if !behind {
                         // Behind from now on: orphanings and foreground deletions
                         // wait for what this watch misses.
-                        interrupted = true;
+                        behind = true;
                         let sent = out.push(Notification::Interrupted).await;
                         if sent.is_err() || out.flush().await.is_err() {
                             return;
@@ -386,19 +390,19 @@ impl ListDecoder {
     }
 }
 
-/// Where a watch resumes from, and whether the one before broke.
+/// Where a watch resumes from, and whether the watcher is behind.
 struct WatchStream<'a> {
     /// Follows every event pushed.
     resource_version: &'a mut String,
-    /// Set while the watch is behind (the last one broke); cleared, with
-    /// [`Notification::Resumed`] pushed, once this one is seen to work.
-    interrupted: bool,
+    /// Set while the watcher is behind (a list ended, or the last watch broke); cleared, with
+    /// [`Notification::Resumed`] pushed, once this watch has delivered what was missed.
+    behind: bool,
 }
 
 impl WatchStream<'_> {
-    /// A broken watch works again: says so after what it delivered so far.
+    /// The watch has delivered what was missed: says so after it.
     async fn resumed(&mut self, out: &mut Outbox) -> Result<(), Closed> {
-        if std::mem::take(&mut self.interrupted) {
+        if std::mem::take(&mut self.behind) {
             out.push(Notification::Resumed).await?;
             out.flush().await?;
         }
@@ -406,19 +410,19 @@ impl WatchStream<'_> {
     }
 }
 
-/// After a broken watch, how long the new one's stream must pause to count as having
-/// delivered what the watcher missed. The server sends that backlog first, an event a chunk,
-/// at once from its watch cache; a pause this long means it is through, and the decisions
-/// waiting for it can go (a new watch with nothing to send is back after this long). The
-/// first chunk alone is no proof: the events after it may still be on their way, and an
-/// orphaning let through between them would miss a dependent they carry (simcluster's
+/// After a list or a broken watch, how long the new watch's stream must pause to count as
+/// having delivered what the watcher missed. The server sends that backlog first, an event a
+/// chunk, at once from its watch cache; a pause this long means it is through, and the
+/// decisions waiting for it can go (a new watch with nothing to send is back after this
+/// long). The first chunk alone is no proof: the events after it may still be on their way,
+/// and an orphaning let through between them would miss a dependent they carry (simcluster's
 /// chaos holds events back up to 300 ms, and found that). A server that accepts the watch
 /// and then refuses it (a 410 Gone as an ERROR event) does so at once, well within it.
 const RESUMED_AFTER_QUIET: Duration = Duration::from_millis(500);
 
-/// After a broken watch, when the new one counts as back however busy its stream: a resource
-/// whose events never pause for [`RESUMED_AFTER_QUIET`] has long had its backlog by then,
-/// and holding its decisions longer would only delay them.
+/// After a list or a broken watch, when the new watch counts as back however busy its
+/// stream: a resource whose events never pause for [`RESUMED_AFTER_QUIET`] has long had its
+/// backlog by then, and holding its decisions longer would only delay them.
 const RESUMED_AT_THE_LATEST: Duration = Duration::from_secs(2);
 
 /// Watches from `stream.resource_version` into `out` until the server ends the stream (`Ok`)
@@ -441,13 +445,13 @@ async fn watch(
     let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS.into()) + WATCH_IDLE_MARGIN;
     let back_at_the_latest = tokio::time::Instant::now() + RESUMED_AT_THE_LATEST;
     loop {
-        let wait = match stream.interrupted {
+        let wait = match stream.behind {
             true => RESUMED_AFTER_QUIET
                 .min(back_at_the_latest.saturating_duration_since(tokio::time::Instant::now())),
             false => idle,
         };
         let chunk = match tokio::time::timeout(wait, body.next()).await {
-            Err(_) if stream.interrupted => {
+            Err(_) if stream.behind => {
                 // Paused (or busy past the latest): what was missed is delivered, and what
                 // was decoded of it sent.
                 stream.resumed(out).await?;

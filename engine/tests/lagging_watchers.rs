@@ -53,8 +53,15 @@ struct World {
 
 impl World {
     /// A ReplicaSet `owner` and its dependent ReplicaSet `child`, both watchers synced, and
-    /// the configmaps watcher synced with nothing.
+    /// the configmaps watcher synced with nothing; each watch after its list is back.
     fn new(timeout: Duration) -> World {
+        let mut w = World::listed(timeout);
+        w.builder.ingest(vec![batch(CM, vec![Notification::Resumed])]);
+        w
+    }
+
+    /// As [`World::new`], but the configmaps watch after its list has not delivered yet.
+    fn listed(timeout: Duration) -> World {
         let cluster = Arc::new(MemoryCluster::with_test_resources());
         let graph = Arc::new(Graph::new(4).unwrap());
         let (collector, changes) =
@@ -71,6 +78,7 @@ impl World {
                     Notification::Listed(owner.clone()),
                     Notification::Listed(child),
                     Notification::ListDone,
+                    Notification::Resumed,
                 ],
             ),
             batch(CM, vec![Notification::ListStarted, Notification::ListDone]),
@@ -145,6 +153,20 @@ impl World {
         assert!(self.owner_exists(), "held while a watcher is behind");
     }
 
+    /// With a watcher behind: a ConfigMap naming the owner is created (returned), the owner is
+    /// deleted with `orphan`, and its orphaning is held without a read or a write.
+    fn orphan_the_owner_with_a_configmap_unseen(&mut self) -> ObjectMeta {
+        assert_eq!(self.collector().watchers_behind().len(), 1);
+        let owner = self.owner.clone();
+        let cm = self.cluster.create(&configmaps(), meta(3, "child-cm", Some(&owner))).unwrap();
+        self.delete_owner_orphan();
+        self.cluster.take_calls();
+        self.orphan();
+        assert!(self.cluster.take_calls().is_empty(), "held: no read, no write");
+        assert!(self.owner_exists() && self.references_owner(&replicasets(), "child"));
+        cm
+    }
+
     /// Runs the attemptToOrphan worker while it has work.
     fn orphan(&self) {
         while !self.collector().attempt_to_orphan_queue().is_empty() {
@@ -192,14 +214,7 @@ fn meta(i: u32, name: &str, owner: Option<&ObjectMeta>) -> ObjectMeta {
 fn orphaning_waits_for_a_broken_watch_and_orphans_what_it_missed() {
     let mut w = World::new(Duration::from_secs(60));
     w.builder.ingest(vec![batch(CM, vec![Notification::Interrupted])]);
-    assert_eq!(w.collector().watchers_behind().len(), 1);
-    let owner = w.owner.clone();
-    let cm = w.cluster.create(&configmaps(), meta(3, "child-cm", Some(&owner))).unwrap();
-    w.delete_owner_orphan();
-    w.cluster.take_calls();
-    w.orphan();
-    assert!(w.cluster.take_calls().is_empty(), "held: no read, no write");
-    assert!(w.owner_exists() && w.references_owner(&replicasets(), "child"));
+    let cm = w.orphan_the_owner_with_a_configmap_unseen();
     assert_eq!(w.collector().stats().orphans_held_for_watchers.load(Ordering::Relaxed), 1);
 
     // Back: the missed ConfigMap first, then the resumption, in one batch or two alike.
@@ -280,9 +295,10 @@ fn without_a_timeout_a_foreground_owner_goes_before_what_it_missed() {
     assert!(w.cluster.object(&configmaps(), "ns", "child-cm").is_some());
 }
 
-/// A relist holds orphaning until its end (a 410 Gone, or a first watch after a failed list).
+/// A relist (a 410 Gone, or a first watch after a failed list) holds orphaning until its end,
+/// and past it until the watch after it has delivered what changed since the list.
 #[test]
-fn a_relist_holds_orphaning_until_it_is_done() {
+fn a_relist_holds_orphaning_until_its_watch_is_back() {
     let mut w = World::new(Duration::from_secs(60));
     let owner = w.owner.clone();
     let cm = w.cluster.create(&configmaps(), meta(3, "child-cm", Some(&owner))).unwrap();
@@ -294,9 +310,32 @@ fn a_relist_holds_orphaning_until_it_is_done() {
     w.builder.ingest(vec![batch(CM, vec![Notification::Resumed, Notification::Listed(cm)])]);
     assert_eq!(w.collector().watchers_behind().len(), 1);
     w.builder.ingest(vec![batch(CM, vec![Notification::ListDone])]);
+    assert_eq!(w.collector().watchers_behind().len(), 1, "the watch after the list is to come");
+    w.orphan();
+    assert!(w.owner_exists());
+    w.builder.ingest(vec![batch(CM, vec![Notification::Resumed])]);
     w.orphan();
     assert!(!w.references_owner(&configmaps(), "child-cm"));
     assert!(!w.owner_exists());
+}
+
+/// Right after the first lists (chaos seed 2184's window): a ConfigMap created after its
+/// resource was listed, and before the owner is deleted with `orphan`, comes with the watch
+/// after the list; the orphaning waits for that watch to deliver, then orphans it too. Without
+/// the wait the owner would go first, the ConfigMap would keep its reference to it, and only
+/// the in-process memory of orphaned owners would keep it from being collected.
+#[test]
+fn orphaning_waits_for_the_watch_after_a_list() {
+    let mut w = World::listed(Duration::from_secs(60));
+    let cm = w.orphan_the_owner_with_a_configmap_unseen();
+
+    w.builder.ingest(vec![batch(CM, vec![Notification::Applied(cm), Notification::Resumed])]);
+    assert!(w.collector().watchers_behind().is_empty());
+    w.orphan();
+    assert!(!w.references_owner(&replicasets(), "child"));
+    assert!(!w.references_owner(&configmaps(), "child-cm"), "the late dependent is orphaned");
+    assert!(!w.owner_exists());
+    assert_eq!(w.collector().stats().late_orphans.load(Ordering::Relaxed), 0);
 }
 
 /// Upstream's behaviour, with a zero timeout: the orphaning goes ahead at once, and the

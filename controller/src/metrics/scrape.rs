@@ -235,7 +235,7 @@ impl Collector for ScrapeTime {
         family(
             e,
             "kube_gc_watcher_behind_seconds",
-            "For each resource whose watcher synced and is behind since (its watch broken, or relisting), for how long; orphanings and foreground deletions wait for it up to --watcher-catch-up-timeout",
+            "For each resource whose watcher synced and is behind since (its watch broken, relisting, or its watch after a list not yet back), for how long; orphanings and foreground deletions wait for it up to --watcher-catch-up-timeout",
             gauge,
             &behind,
         )?;
@@ -294,7 +294,7 @@ impl Collector for ScrapeTime {
             ),
             (
                 "kube_gc_orphans_held_for_watchers",
-                "Orphanings held while a watcher was behind (its watch broken, or relisting), until it caught up (--watcher-catch-up-timeout)",
+                "Orphanings held while a watcher was behind (its watch broken, relisting, or its watch after a list not yet back), until it caught up (--watcher-catch-up-timeout)",
                 &stats.orphans_held_for_watchers,
             ),
             (

@@ -32,7 +32,10 @@ pub enum Notification {
     ListStarted,
     /// An object of the list.
     Listed(ObjectMeta),
-    /// The list is complete: every object it returned came before.
+    /// The list is complete: every object it returned came before. A watcher that has
+    /// listed counts as behind (see [`ResourceStore::is_behind`]) until [`Self::Resumed`]:
+    /// the watch it opens from the list's resourceVersion has still to deliver what changed
+    /// since.
     ListDone,
     /// An object was added or changed (watch).
     Applied(ObjectMeta),
@@ -42,9 +45,9 @@ pub enum Notification {
     /// or a relist completes. No graph event; the watcher counts as behind (see
     /// [`ResourceStore::is_behind`]).
     Interrupted,
-    /// After `Interrupted`, a watch works again, from the last resourceVersion sent, and has
-    /// delivered what was missed: the watcher sends this after those events, once the new
-    /// watch's stream has paused (or has run a while), not at its mere opening.
+    /// After `Interrupted` or `ListDone`, a watch works, from the last resourceVersion sent,
+    /// and has delivered what was missed: the watcher sends this after those events, once the
+    /// new watch's stream has paused (or has run a while), not at its mere opening.
     Resumed,
 }
 
@@ -94,8 +97,9 @@ impl ResourceStore {
     }
 
     /// Whether the watcher synced once and is behind the API server since: its watch broke
-    /// and has not resumed, or it is relisting. A watcher that never synced is not "behind":
-    /// its first list is warm-up's business.
+    /// and has not resumed, it is relisting, or it has listed and the watch after the list has
+    /// not yet delivered what changed since the list's resourceVersion. A watcher that never
+    /// synced is not "behind": its first list is warm-up's business.
     pub fn is_behind(&self) -> bool {
         self.behind
     }
@@ -156,8 +160,12 @@ impl ResourceStore {
                     }
                     None => {}
                 }
+                // Behind until the watch from the list's resourceVersion has delivered what
+                // changed since (`Resumed`): until then a dependent written meanwhile is not
+                // in the graph, for as long as the watch request takes to open (queued by the
+                // server's priority and fairness, delayed, failing and backing off).
                 self.synced = true;
-                self.behind = false;
+                self.behind = true;
                 true
             }
             Notification::Applied(meta) => {
@@ -259,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn behind_from_a_break_or_a_relist_of_a_synced_watcher_until_it_resumes_or_relisted() {
+    fn behind_from_a_list_a_break_or_a_relist_of_a_synced_watcher_until_its_watch_resumes() {
         use Notification::*;
         let mut s = store();
         let mut out = Vec::new();
@@ -270,13 +278,15 @@ mod tests {
         // Before the first list ends, nothing is behind (warm-up's business).
         assert!(!step(&mut s, ListStarted));
         assert!(!step(&mut s, Interrupted));
-        assert!(!step(&mut s, ListDone));
-        assert!(step(&mut s, Interrupted));
+        assert!(step(&mut s, ListDone), "listed: the watch after the list is still to come");
         assert!(step(&mut s, Applied(meta("a", false, &[]))), "an event alone is not a resume");
+        assert!(!step(&mut s, Resumed));
+        assert!(step(&mut s, Interrupted));
         assert!(!step(&mut s, Resumed));
         assert!(step(&mut s, ListStarted), "a relist");
         assert!(step(&mut s, Resumed), "a resume inside a relist does not end it");
-        assert!(!step(&mut s, ListDone));
+        assert!(step(&mut s, ListDone), "nor does the relist's end, before its watch");
+        assert!(!step(&mut s, Resumed));
     }
 
     #[test]

@@ -21,11 +21,14 @@
 //! new process collects the dependent (chaos seed 1740 did, 5 runs in 100).
 //!
 //! So these decisions wait while a watcher that had synced is behind: its watch broke and has
-//! not resumed, or it is relisting. The graph builder says when a watcher falls behind and when
-//! it is back ([`Notification::Interrupted`](crate::Notification::Interrupted), `ListStarted`,
-//! [`Notification::Resumed`](crate::Notification::Resumed), `ListDone`), and says it back only
-//! after applying everything that watcher sent before. The held owners are queued again, each
-//! to the queue it came from, as soon as no watcher is behind. The controller holds them the same way, under the key `discovery`, from a
+//! not resumed, it is relisting, or it has listed and the watch after the list has not yet
+//! delivered what changed since the list's resourceVersion (that watch may wait its turn at a
+//! busy server, or fail and back off). The graph builder says when a watcher falls behind and
+//! when it is back ([`Notification::Interrupted`](crate::Notification::Interrupted),
+//! `ListStarted`, `ListDone`, [`Notification::Resumed`](crate::Notification::Resumed)), and
+//! says it back only after applying everything that watcher sent before. The held owners are
+//! queued again, each to the queue it came from, as soon as no watcher is behind. The
+//! controller holds them the same way, under the key `discovery`, from a
 //! CustomResourceDefinition change until a discovery that began after it: a custom resource
 //! created meanwhile has no watcher yet (`controller/src/run.rs`, `DISCOVERY_BEHIND`).
 //!
@@ -38,13 +41,13 @@
 //! owner is held over the same lag, so the deletion as a whole ends no later for it. The hold
 //! only narrows the race to what no metadata watch of a v1.20 API server can tell: an event
 //! already sent by the server but not yet applied to the graph (milliseconds on a live stream;
-//! a resumed watch counts as back once its stream has paused for half a second, or after two
-//! seconds of events, so its backlog is in unless the server stalls longer inside it), a
-//! dependent written after the owner's live read, and a CRD whose event reaches kube-gc after
-//! the owner's. For orphaning, those are covered by the in-process memory, as before.
-//! A barrier on resourceVersions (every watcher past the owner's) is out of reach there: an
-//! idle resource's watch delivers nothing to compare, and v1.20 sends bookmarks only just
-//! before a watch's timeout.
+//! a watch after a list or a broken watch counts as back once its stream has paused for half
+//! a second, or after two seconds of events, so its backlog is in unless the server stalls
+//! longer inside it), a dependent written after the owner's live read, and a CRD whose event
+//! reaches kube-gc after the owner's. For orphaning, those are covered by the in-process
+//! memory, as before. A barrier on resourceVersions (every watcher past the owner's) is out of
+//! reach there: an idle resource's watch delivers nothing to compare, and v1.20 sends
+//! bookmarks only just before a watch's timeout.
 //!
 //! # Liveness
 //!
