@@ -41,9 +41,9 @@ pub enum Notification {
     Applied(ObjectMeta),
     /// An object was deleted (watch), in its last state.
     Deleted(ObjectMeta),
-    /// The watch broke (a failed request, a cut stream): changes are missed until it resumes
-    /// or a relist completes. No graph event; the watcher counts as behind (see
-    /// [`ResourceStore::is_behind`]).
+    /// The watch broke (a failed request, a cut stream): changes are missed until a watch
+    /// (after a relist, if it came to one) has delivered them. No graph event; the watcher
+    /// counts as behind (see [`ResourceStore::is_behind`]) until [`Self::Resumed`].
     Interrupted,
     /// After `Interrupted` or `ListDone`, a watch works, from the last resourceVersion sent,
     /// and has delivered what was missed: the watcher sends this after those events, once the
