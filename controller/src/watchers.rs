@@ -33,9 +33,9 @@
 //! - **A watcher says when it is behind:** from the end of a list (what changed since the
 //!   list's resourceVersion is still to come) and with [`Notification::Interrupted`] when a
 //!   watch fails, until [`Notification::Resumed`], once a watch has delivered what was
-//!   missed: its stream has paused for half a second (a watch with nothing to send, after
-//!   that half second), or two seconds have passed on a resource whose events never pause. So
-//!   orphanings and foreground deletions wait for what it missed
+//!   missed: its stream has paused for half a second (so a watch with nothing to send is back
+//!   after half a second), or two seconds have passed on a resource whose events never pause.
+//!   So orphanings and foreground deletions wait for what it missed
 //!   (`kube_gc_engine::collector::lagging_watchers`), and not much longer.
 
 use std::sync::Arc;
