@@ -319,7 +319,7 @@ fn a_relist_holds_orphaning_until_its_watch_is_back() {
     assert!(!w.owner_exists());
 }
 
-/// Right after the first lists (chaos seed 2184's window): a ConfigMap created after its
+/// Right after the first lists (a window that fits chaos seed 2184): a ConfigMap created after its
 /// resource was listed, and before the owner is deleted with `orphan`, comes with the watch
 /// after the list; the orphaning waits for that watch to deliver, then orphans it too. Without
 /// the wait the owner would go first, the ConfigMap would keep its reference to it, and only

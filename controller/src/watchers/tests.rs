@@ -275,8 +275,17 @@ async fn a_broken_watch_is_interrupted_until_a_new_one_delivers() {
         watch_reply(&[("ADDED", json_object("d", "8"))]),
     ];
     let seen = notifications_of(replies, 9).await;
-    let want = ["ListStarted", "Listed", "ListDone", "Applied", "Resumed", "Applied"];
-    let want = [&want[..], &["Interrupted", "Applied", "Resumed"]].concat();
+    let want = [
+        "ListStarted",
+        "Listed",
+        "ListDone",
+        "Applied",
+        "Resumed",
+        "Applied",
+        "Interrupted",
+        "Applied",
+        "Resumed",
+    ];
     assert_eq!(seen, want);
 }
 
