@@ -572,10 +572,10 @@ fn an_orphaned_owner_is_remembered_before_its_finalizer_goes_and_forgotten_if_it
     assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none());
 }
 
-/// A dependent checked against the orphaned owners before its owner's orphaning finished, and
-/// whose owner is gone by the time it is read (the orphaning removed the finalizer meanwhile),
-/// is kept and retried, then orphaned: never collected. Here the orphaning's two steps (remember
-/// the owner, then the API server deletes it) happen inside the dependent's GET of its owner.
+/// A dependent decided while its owner's orphaning finishes (the orphaning remembers the owner,
+/// then the API server deletes it, both inside the dependent's GET of that owner) finds the
+/// owner absent and already remembered: its reference is removed, the dependent never
+/// collected.
 #[test]
 fn an_owner_orphaned_while_its_dependent_is_decided_leaves_the_dependent_orphaned() {
     let env = env_with_an_rc_being_orphaned("pb", "pbu");
@@ -587,12 +587,39 @@ fn an_owner_orphaned_while_its_dependent_is_decided_leaves_the_dependent_orphane
         }
         None
     });
-    assert_eq!(env.work("pbu"), Outcome::Requeue, "decided on an owner orphaned meanwhile");
-    let pb = env.cluster.object(&pods(), "ns1", "pb").expect("collected, not orphaned");
-    assert_eq!(pb.owner_references.len(), 1);
     assert_eq!(env.work("pbu"), Outcome::Forget);
     let pb = env.cluster.object(&pods(), "ns1", "pb").expect("collected, not orphaned");
     assert!(pb.owner_references.is_empty(), "{pb:?}");
+}
+
+/// Beyond upstream, bounded by it: the memory of orphaned owners removes a reference only once
+/// its owner is gone. An owner orphaned and still held by another controller's finalizer is a
+/// solid owner, as upstream classifies it: a Pod created afterwards with a reference to it and
+/// one to an owner that never existed loses only the dangling reference, and stays. (Removing
+/// the orphaned owner's reference first would have left the dangling one alone, and the Pod
+/// deleted.) Once that owner goes, the Pod is orphaned, not collected.
+#[test]
+fn an_orphaned_owner_that_still_exists_keeps_a_new_dependent() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    let rc = deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan", "example.com/keep"]);
+    env.create(&rcs, rc);
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    assert!(env.gc.orphaned_owners().contains(Uid::parse("rcu")));
+    assert_eq!(env.cluster.object(&rcs, "ns1", "rc1").unwrap().finalizers, ["example.com/keep"]);
+
+    let owners = vec![owner_ref(&rcs, "rc1", "rcu", None), owner_ref(&rcs, "never", "nu", None)];
+    env.create(&pods(), object(&pods(), "late", "lu", owners));
+    assert_eq!(env.work("lu"), Outcome::Forget);
+    let late = env.cluster.object(&pods(), "ns1", "late").expect("deleted beside a live owner");
+    assert_eq!(late.owner_references, [owner_ref(&rcs, "rc1", "rcu", None)]);
+
+    // The other controller lets the owner go: the Pod is orphaned.
+    env.cluster.delete_object(&rcs, "ns1", "rc1");
+    assert_eq!(env.work("lu"), Outcome::Forget);
+    let late = env.cluster.object(&pods(), "ns1", "late").expect("collected, not orphaned");
+    assert!(late.owner_references.is_empty(), "{late:?}");
+    assert_eq!(env.gc.stats().late_orphans.load(Ordering::Relaxed), 1);
 }
 
 /// Custom resources do not support strategic merge patches (415): the reference removal falls

@@ -710,8 +710,10 @@ fn judge_patch(
     for r in &removed {
         let class = classify(cluster, item, r);
         let owner_orphaning = owner_being_orphaned(cluster, item, r);
-        let orphaned_before = verdicts.orphaned.lock().unwrap().contains(&r.uid);
-        let ok = (has_solid && class != Class::Solid) || owner_orphaning || orphaned_before;
+        // The memory of orphaned owners removes a reference only once its owner is gone.
+        let orphaned_and_gone =
+            class == Class::Dangling && verdicts.orphaned.lock().unwrap().contains(&r.uid);
+        let ok = (has_solid && class != Class::Solid) || owner_orphaning || orphaned_and_gone;
         if !ok {
             return Err(format!(
                 "removed a reference to {} ({class:?}; solid owner left: {has_solid}, being orphaned: {owner_orphaning})",

@@ -339,7 +339,9 @@ fn judge_patch(
         let dangling_beside_solid = matches!(class, Class::Dangling | Class::Waiting)
             && remaining_solid
             && classes.iter().all(|(_, c)| *c != Class::Invalid);
-        if !dangling_beside_solid && !is_orphaning(cluster, r) && !orphaned.contains(&r.uid) {
+        // The memory of orphaned owners removes a reference only once its owner is gone.
+        let orphaned_and_gone = class == Class::Dangling && orphaned.contains(&r.uid);
+        if !dangling_beside_solid && !is_orphaning(cluster, r) && !orphaned_and_gone {
             return Some(format!(
                 "patch removes the {class:?} reference to {} (solid left: {remaining_solid})",
                 r.uid

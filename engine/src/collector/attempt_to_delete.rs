@@ -146,7 +146,7 @@ impl<C: Cluster> Collector<C> {
                 (read, false)
             }
         };
-        let latest = match read {
+        let mut latest = match read {
             Ok(latest) => latest,
             Err(ClusterError::NotFound) => {
                 tracing::trace!(item = %identity, "item not found, generating a virtual delete event");
@@ -168,44 +168,8 @@ impl<C: Cluster> Collector<C> {
             }
             return self.process_deleting_dependents_item(item).await;
         }
-        let late: Vec<String> = latest
-            .owner_references
-            .iter()
-            .filter(|r| crate::Uid::lookup(&r.uid).is_some_and(|u| self.orphaned.contains(u)))
-            .map(|r| r.uid.clone())
-            .collect();
-        let latest = if late.is_empty() {
-            latest
-        } else {
-            // Owners this collector orphaned while this dependent was not in the graph yet:
-            // remove their references, the write their orphaning would have made (see
-            // `OrphanedOwners`), then decide on what remains.
-            tracing::debug!(item = %identity, owners = ?late, "removing references to owners orphaned before the item was observed");
-            let view = View { meta: &latest, from_graph };
-            match self.remove_owner_references(identity, &late, Some(view)).await {
-                Ok(patched) => {
-                    self.stats
-                        .late_orphans
-                        .fetch_add(late.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                    from_graph = false;
-                    patched
-                }
-                Err(ClusterError::NotFound) => {
-                    self.enqueue_virtual_delete_event(identity);
-                    return Err(ItemError::EnqueuedVirtualDeleteEvent);
-                }
-                Err(e) => {
-                    return Err(self.write_failed(
-                        item,
-                        view,
-                        format_args!("cannot remove references to orphaned owners from {identity}"),
-                        e,
-                    ));
-                }
-            }
-        };
         // The live owner references, not the graph's.
-        let owners =
+        let mut owners =
             latest.owner_references.iter().map(live_owner_ref).collect::<Result<Vec<_>, _>>()?;
         if owners.is_empty() {
             tracing::debug!(item = %identity, "item doesn't have an owner, continue on next item");
@@ -230,17 +194,57 @@ impl<C: Cluster> Collector<C> {
         } else {
             identity
         };
-        let c = self.classify_references(classified_as, &owners).await?;
+        let mut c = self.classify_references(classified_as, &owners).await?;
         tracing::trace!(item = %identity, solid = ?c.solid, dangling = ?c.dangling, waiting = ?c.waiting_for_dependents_deletion, "classify item's references");
-        if c.dangling.iter().any(|o| self.orphaned.contains(o.uid)) {
-            // An owner found absent that this collector orphaned after the check above: its
-            // orphaning removed its finalizer while this item was being decided. Keep the item
-            // and retry; the next attempt removes the reference, as the orphaning would have.
-            // (The orphaning remembers the owner before removing the finalizer, so an owner
-            // found absent this way is always remembered by now.)
-            return Err(ItemError::Other(format!(
-                "an owner of {identity} was orphaned while it was being decided"
-            )));
+        let late: Vec<crate::Uid> =
+            c.dangling.iter().map(|o| o.uid).filter(|&u| self.orphaned.contains(u)).collect();
+        if !late.is_empty() {
+            // Owners this collector orphaned, gone now, that this item still names: it was not
+            // in the graph when they were orphaned (or its reference came later). Remove those
+            // references, the write their orphaning would have made (see `OrphanedOwners`),
+            // then decide on the owners the patched object has. Only absent owners: one that
+            // still exists (another finalizer holds it) is classified as upstream classifies
+            // it and keeps the item while it is solid; removing its reference would leave the
+            // item to the other owners' verdict, which upstream would not. The orphaning
+            // remembers an owner before its finalizer goes, so an owner gone because of it is
+            // remembered by the time a read can find it absent.
+            tracing::debug!(item = %identity, owners = ?late, "removing references to orphaned owners that are gone");
+            let view = View { meta: &latest, from_graph };
+            let uids: Vec<String> = late.iter().map(ToString::to_string).collect();
+            latest = match self.remove_owner_references(identity, &uids, Some(view)).await {
+                Ok(patched) => patched,
+                Err(ClusterError::NotFound) => {
+                    self.enqueue_virtual_delete_event(identity);
+                    return Err(ItemError::EnqueuedVirtualDeleteEvent);
+                }
+                Err(e) => {
+                    return Err(self.write_failed(
+                        item,
+                        view,
+                        format_args!("cannot remove references to orphaned owners from {identity}"),
+                        e,
+                    ));
+                }
+            };
+            self.stats
+                .late_orphans
+                .fetch_add(late.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            from_graph = false;
+            owners = latest
+                .owner_references
+                .iter()
+                .map(live_owner_ref)
+                .collect::<Result<Vec<_>, _>>()?;
+            if owners.is_empty() {
+                return Ok(DeleteItemResult::Patched);
+            }
+            c = self.classify_references(classified_as, &owners).await?;
+            if c.dangling.iter().any(|o| self.orphaned.contains(o.uid)) {
+                // Another orphaned owner went while this one was being decided: decide again.
+                return Err(ItemError::Other(format!(
+                    "an owner of {identity} was orphaned while it was being decided"
+                )));
+            }
         }
 
         if !c.solid.is_empty() {

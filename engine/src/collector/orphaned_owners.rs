@@ -7,19 +7,24 @@
 //! that owner absent and deletes it as garbage: the opposite of what the user asked for.
 //!
 //! kube-gc remembers the UIDs of the owners it orphaned (bounded, least recently used first
-//! out). A dependent seen later with a reference to one of them has that reference removed, the
-//! very write upstream's `orphanDependents` would have made had the dependent been in its graph,
-//! instead of being collected. UIDs are never reused, so a reference to a remembered UID can only
-//! mean the owner that was orphaned. Forgetting (eviction, a restart) falls back to upstream's
-//! behaviour, never to another write.
+//! out). A dependent seen later with a reference to one of them, once that owner is gone, has
+//! the reference removed, the very write upstream's `orphanDependents` would have made had the
+//! dependent been in its graph, instead of being collected. UIDs are never reused, so a
+//! reference to a remembered UID can only mean the owner that was orphaned. Forgetting
+//! (eviction, a restart) falls back to upstream's behaviour, never to another write.
+//!
+//! Only once the owner is gone: an orphaned owner another finalizer still holds exists, and a
+//! dependent naming it (created after the orphaning, say) is decided as upstream decides it,
+//! with that owner solid. Removing its reference then would leave the dependent to its other
+//! owners' verdict, and one dangling owner beside it would get it deleted while upstream keeps
+//! it for as long as the orphaned owner stays.
 //!
 //! The orphaning and a dependent's decision run on different workers, so the order matters.
 //! The orphaning remembers the owner *before* its finalizer-removal patch is sent, and forgets
-//! it if the patch fails. A dependent's decision checks the memory first; once it has classified
-//! the owners, it checks again for any owner it found absent, and keeps and retries the
-//! dependent if that owner is now remembered. Whatever the interleaving, an owner found absent
-//! because its orphaning removed the finalizer is already remembered. The dependent is never
-//! collected for it: the first check or the retry removes the reference.
+//! it if the patch fails. A dependent's decision checks the memory after it has classified the
+//! owners, for those it found absent. An owner gone because its orphaning removed the finalizer
+//! was remembered before it went, so before any read found it absent: the dependent is never
+//! collected for it.
 
 use lru::LruCache;
 
