@@ -622,6 +622,31 @@ fn an_orphaned_owner_that_still_exists_keeps_a_new_dependent() {
     assert_eq!(env.gc.stats().late_orphans.load(Ordering::Relaxed), 1);
 }
 
+/// Beyond upstream: the owner goes while its dependents are being orphaned (someone removed its
+/// finalizer), and a new owner of the same name is deleted with `orphan` too. The `orphan`
+/// finalizer the orphaning then removes is the first owner's, not the successor's: the
+/// successor keeps it until its own dependents are orphaned, which the successor's own
+/// orphaning does.
+#[test]
+fn orphaning_leaves_the_finalizer_of_a_successor_of_the_same_name() {
+    let env = env_with_an_rc_being_orphaned("pd", "pdu");
+    let rcs = replication_controllers();
+    env.cluster.on_call(move |cluster, call| {
+        if call.verb() == Verb::Patch && call.name == "pd" {
+            cluster.delete_object(&replication_controllers(), "ns1", "rc1");
+            let successor = deleting(object(&rcs, "rc1", "rc2u", vec![]), &["orphan"]);
+            cluster.create(&replication_controllers(), successor).unwrap();
+        }
+        None
+    });
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    let successor = env.cluster.object(&replication_controllers(), "ns1", "rc1").unwrap();
+    assert_eq!(successor.uid, "rc2u");
+    assert_eq!(successor.finalizers, ["orphan"], "the successor's finalizer was removed");
+    let pd = env.cluster.object(&pods(), "ns1", "pd").unwrap();
+    assert!(pd.owner_references.is_empty(), "the first owner's dependent not orphaned: {pd:?}");
+}
+
 /// Custom resources do not support strategic merge patches (415): the reference removal falls
 /// back to a JSON merge patch of the remaining references, built from the version the decision
 /// read (owners and resourceVersion together), without reading the object again.

@@ -175,8 +175,13 @@ impl<C: Cluster> Collector<C> {
     /// Upstream's `removeFinalizer`: GET, drop `finalizer`, JSON merge patch with the
     /// resourceVersion read, retried on conflicts.
     ///
-    /// Divergence from upstream: conflicts are retried at once rather than after 10 ms (the
-    /// engine owns no timer); each retry starts from a fresh GET, which is what matters.
+    /// Divergences from upstream: conflicts are retried at once rather than after 10 ms (the
+    /// engine owns no timer); each retry starts from a fresh GET, which is what matters. An
+    /// object of the same name with another UID is another object, and its finalizer is left
+    /// alone: the one this decision was about is gone, as if the GET had found nothing.
+    /// Upstream reads by name only, so if the owner went while its dependents were being
+    /// orphaned and a successor of the same name is being deleted with `orphan`, it strips the
+    /// successor's finalizer before anyone orphaned the successor's dependents.
     pub(super) async fn remove_finalizer(
         &self,
         identity: &ObjectReference,
@@ -196,6 +201,10 @@ impl<C: Cluster> Collector<C> {
                     ));
                 }
             };
+            if current.uid != identity.uid.to_string() {
+                tracing::trace!(item = %identity, uid = %current.uid, "object replaced by another of the same name, its finalizer is not ours to remove");
+                return Ok(());
+            }
             if !current.finalizers.iter().any(|f| f == finalizer) {
                 tracing::trace!(item = %identity, finalizer, "finalizer already removed from object");
                 return Ok(());
