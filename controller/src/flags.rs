@@ -101,7 +101,8 @@ pub struct Flags {
     pub batch_size: u32,
 
     /// Threads applying each batch, 1 to 1024 (default: the machine's cores); a batch of fewer
-    /// than 512 events takes one.
+    /// than 512 events takes one. More than the cores slows ingestion down (each batch waits
+    /// for its slowest thread): a warning says so.
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub ingest_threads: Option<usize>,
 
@@ -208,7 +209,7 @@ pub struct Flags {
     /// memory, where a consistent list reads every object from etcd in pages of 500. Relists
     /// are always consistent. The answer is decoded as it arrives, in either
     /// `--kube-api-content-type` (measured at 100k objects on kube-apiserver 1.20: 68-75 MiB
-    /// peak with protobuf, 67-70 MiB with JSON; paged, at an earlier build, 97-116 MiB; the
+    /// peak with protobuf, 67-70 MiB with JSON; paged, at an earlier build, 97-130 MiB; the
     /// sync 4x sooner, and etcd idle). `=false`: consistent paged lists.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub list_from_watch_cache: bool,
@@ -314,7 +315,16 @@ impl Flags {
             ));
         }
         if !(self.kube_api_qps > 0.0 && self.kube_api_qps.is_finite()) {
-            return Err(format!("--kube-api-qps must be positive, got {}", self.kube_api_qps));
+            return Err(format!(
+                "--kube-api-qps must be a positive, finite number, got {}",
+                self.kube_api_qps
+            ));
+        }
+        if self.resync_period < MIN_RESYNC_PERIOD {
+            return Err(format!(
+                "--resync-period must be at least 1s (discovery runs this often), got {:?}",
+                self.resync_period
+            ));
         }
         if !self.debug_addr.ip().is_loopback() && !self.debug_addr_any {
             return Err(format!(
@@ -340,22 +350,54 @@ impl Flags {
         if self.absent_owner_cache_size == 0 {
             return Err("--absent-owner-cache-size must be at least 1".into());
         }
-        if self.leader_elect && self.leader_elect_renew_deadline >= self.leader_elect_lease_duration
-        {
+        if self.leader_elect {
+            self.validate_leader_election()?;
+        }
+        Ok(())
+    }
+
+    /// client-go's rules for a leader elector (`NewLeaderElector`): every period positive, the
+    /// lease longer than the renew deadline, and the deadline longer than 1.2 retry periods
+    /// (a retry jittered by up to 20% must fit in it); and a Lease with a name and namespace.
+    fn validate_leader_election(&self) -> Result<(), String> {
+        for (flag, period) in [
+            ("--leader-elect-lease-duration", self.leader_elect_lease_duration),
+            ("--leader-elect-renew-deadline", self.leader_elect_renew_deadline),
+            ("--leader-elect-retry-period", self.leader_elect_retry_period),
+        ] {
+            if period.is_zero() {
+                return Err(format!("{flag} must be greater than zero"));
+            }
+        }
+        if self.leader_elect_renew_deadline >= self.leader_elect_lease_duration {
             return Err(
                 "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
                     .into(),
             );
         }
-        if self.leader_elect && self.leader_elect_retry_period >= self.leader_elect_renew_deadline {
+        if self.leader_elect_renew_deadline.as_secs_f64()
+            <= 1.2 * self.leader_elect_retry_period.as_secs_f64()
+        {
+            return Err(format!(
+                "--leader-elect-renew-deadline ({:?}) must be longer than 1.2 times --leader-elect-retry-period ({:?})",
+                self.leader_elect_renew_deadline, self.leader_elect_retry_period
+            ));
+        }
+        if self.leader_elect_resource_name.is_empty()
+            || self.leader_elect_resource_namespace.is_empty()
+        {
             return Err(
-                "--leader-elect-retry-period must be shorter than --leader-elect-renew-deadline"
+                "--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"
                     .into(),
             );
         }
         Ok(())
     }
 }
+
+/// The shortest `--resync-period`: discovery lists every API group, so it should not run more
+/// often than this.
+const MIN_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// The longest `--watcher-catch-up-timeout`: a day is "until the watcher is back" in practice,
 /// and keeps every deadline representable.
@@ -464,13 +506,54 @@ mod tests {
         );
         let f = Flags::parse_from(["kube-gc", "--tls-cert-file=/c.pem"]);
         assert!(f.validate().unwrap_err().contains("go together"));
-        let f = Flags::parse_from(["kube-gc", "--kube-api-qps=-1"]);
-        assert!(f.validate().is_err());
-        // One writer needs retry < renew deadline < lease duration.
-        let f = Flags::parse_from(["kube-gc", "--leader-elect-renew-deadline=15s"]);
-        assert!(f.validate().unwrap_err().contains("lease-duration"));
-        let f = Flags::parse_from(["kube-gc", "--leader-elect-retry-period=10s"]);
-        assert!(f.validate().unwrap_err().contains("renew-deadline"));
+        for qps in ["-1", "0", "inf", "NaN"] {
+            let f = Flags::parse_from(["kube-gc", &format!("--kube-api-qps={qps}")]);
+            assert!(f.validate().unwrap_err().contains("positive, finite"), "{qps} accepted");
+        }
+        // A zero period would panic the discovery loop; a tiny one floods the API server.
+        for period in ["0s", "0", "999ms"] {
+            let f = Flags::parse_from(["kube-gc", &format!("--resync-period={period}")]);
+            assert!(f.validate().unwrap_err().contains("at least 1s"), "{period} accepted");
+        }
+        assert!(Flags::parse_from(["kube-gc", "--resync-period=1s"]).validate().is_ok());
+    }
+
+    /// client-go's `NewLeaderElector` rules: periods above zero, retry * 1.2 < renew deadline <
+    /// lease duration; a zero retry period would hammer the Lease (or, unreachable, the log).
+    #[test]
+    fn leader_election_periods_follow_client_go() {
+        let refused = |args: &[&str], why: &str| {
+            let f = Flags::parse_from([&["kube-gc"], args].concat());
+            let err = f.validate().expect_err(&format!("{args:?} accepted"));
+            assert!(err.contains(why), "{args:?}: {err}");
+        };
+        refused(&["--leader-elect-retry-period=0s"], "retry-period must be greater than zero");
+        refused(&["--leader-elect-lease-duration=0s"], "lease-duration must be greater than zero");
+        refused(
+            &["--leader-elect-renew-deadline=15s"],
+            "shorter than --leader-elect-lease-duration",
+        );
+        refused(&["--leader-elect-retry-period=10s"], "1.2 times");
+        // 8.4s <= 1.2 * 7s: a jittered retry would not fit in the deadline.
+        refused(
+            &["--leader-elect-renew-deadline=8400ms", "--leader-elect-retry-period=7s"],
+            "1.2 times",
+        );
+        refused(&["--leader-elect-resource-name="], "must not be empty");
+        refused(&["--leader-elect-resource-namespace="], "must not be empty");
+        let f = Flags::parse_from([
+            "kube-gc",
+            "--leader-elect-renew-deadline=8500ms",
+            "--leader-elect-retry-period=7s",
+        ]);
+        assert!(f.validate().is_ok());
+        // Without leader election, its flags are not used, so not checked.
+        let f = Flags::parse_from([
+            "kube-gc",
+            "--leader-elect=false",
+            "--leader-elect-retry-period=0s",
+        ]);
+        assert!(f.validate().is_ok());
     }
 
     #[test]
