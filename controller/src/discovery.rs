@@ -29,13 +29,26 @@ pub struct Discovered {
     pub deletable: BTreeMap<String, Resource>,
     /// Group-versions that failed, with the error.
     pub failed: Vec<(String, String)>,
-    /// What a user may call each deletable resource, lower case (plural, singular, kind,
-    /// short names, `plural.group`), to its [`resource_key`], as kubectl resolves
-    /// `deploy/web`.
+    /// What a user may call each deletable resource, lower case (plural, singular, kind and
+    /// short names, each alone, as `NAME.GROUP` and as `NAME.VERSION.GROUP`), to its
+    /// [`resource_key`], as kubectl resolves `deploy/web` or `deployment.apps/web`.
     pub aliases: BTreeMap<String, String>,
 }
 
 impl Discovered {
+    /// The [`resource_key`] of the deletable resource a user calls `type_name` (any case), as
+    /// kubectl resolves it; an error naming it otherwise.
+    pub fn resource_key_of(&self, type_name: &str) -> Result<&String, String> {
+        self.aliases.get(&type_name.to_lowercase()).ok_or_else(|| {
+            format!(
+                "the server doesn't have a resource type {type_name:?} that kube-gc collects \
+                 (it must be served, support list, watch and delete, and not be one of \
+                 --gc-ignored-resources, {})",
+                crate::flags::DEFAULT_IGNORED_RESOURCES
+            )
+        })
+    }
+
     /// The group-versions that failed, as `group/version` (core: `v1`).
     pub fn failed_group_versions(&self) -> BTreeSet<String> {
         self.failed.iter().map(|(gv, _)| gv.clone()).collect()
@@ -69,14 +82,25 @@ pub fn add_resource_list(
         let deletable = ["delete", "list", "watch"].iter().all(|v| verbs.iter().any(|x| x == v));
         let key = resource_key(&resource);
         if preferred && deletable && !ignored.contains(&key) {
-            let names =
-                [r.name.clone(), r.singular_name.clone(), r.kind.to_lowercase(), key.clone()]
-                    .into_iter()
-                    .chain(r.short_names.iter().flatten().cloned());
-            for alias in names.filter(|n| !n.is_empty()) {
-                // The core and older groups come first: they keep a name several groups share.
-                out.aliases.entry(alias.to_lowercase()).or_insert_with(|| key.clone());
+            let names = [r.name.clone(), r.singular_name.clone(), r.kind.to_lowercase()]
+                .into_iter()
+                .chain(r.short_names.iter().flatten().cloned())
+                .filter(|n| !n.is_empty())
+                .map(|n| n.to_lowercase());
+            // As kubectl: each name alone, and qualified as `NAME.GROUP` and
+            // `NAME.VERSION.GROUP` (`deployment.apps`, what `kubectl get -o name` prints).
+            let group = resource.group.to_lowercase();
+            let version = resource.version.to_lowercase();
+            for name in names {
+                let qualified = (!group.is_empty())
+                    .then(|| [format!("{name}.{group}"), format!("{name}.{version}.{group}")]);
+                for alias in std::iter::once(name).chain(qualified.into_iter().flatten()) {
+                    // The core and older groups come first: they keep a name several groups
+                    // share.
+                    out.aliases.entry(alias).or_insert_with(|| key.clone());
+                }
             }
+            out.aliases.entry(key.clone()).or_insert_with(|| key.clone());
             out.deletable.entry(key).or_insert(resource);
         }
     }
@@ -129,6 +153,49 @@ mod tests {
             namespaced: true,
             verbs: verbs.iter().map(|v| v.to_string()).collect(),
             ..Default::default()
+        }
+    }
+
+    /// Every name kubectl takes for a type resolves, bare or qualified with the group (and
+    /// version): `deployment.apps/web` is what `kubectl get -o name` prints.
+    #[test]
+    fn types_resolve_by_every_name_kubectl_takes() {
+        let mut out = Discovered::default();
+        let deployments = APIResource {
+            short_names: Some(vec!["deploy".into()]),
+            singular_name: "deployment".into(),
+            ..res("deployments", "Deployment", &["delete", "list", "watch"])
+        };
+        let list =
+            APIResourceList { group_version: "apps/v1".into(), resources: vec![deployments] };
+        add_resource_list(&mut out, "apps", "v1", true, &list, &BTreeSet::new());
+        let pods = APIResourceList {
+            group_version: "v1".into(),
+            resources: vec![res("pods", "Pod", &["delete", "list", "watch"])],
+        };
+        add_resource_list(&mut out, "", "v1", true, &pods, &BTreeSet::new());
+        for name in [
+            "deployments",
+            "deployment",
+            "Deployment",
+            "deploy",
+            "deployments.apps",
+            "deployment.apps",
+            "Deployment.apps",
+            "deploy.apps",
+            "deployments.v1.apps",
+            "deployment.v1.apps",
+        ] {
+            assert_eq!(
+                out.resource_key_of(name).map(String::as_str),
+                Ok("deployments.apps"),
+                "{name}"
+            );
+        }
+        assert_eq!(out.resource_key_of("pod").map(String::as_str), Ok("pods"));
+        for unknown in ["deployments.batch", "deployments.v2.apps", "pods.apps", "events"] {
+            let err = out.resource_key_of(unknown).expect_err(unknown);
+            assert!(err.contains("--gc-ignored-resources"), "{err}");
         }
     }
 

@@ -129,15 +129,19 @@ impl Target {
 }
 
 impl Args {
-    /// What is wrong with the arguments, found before the cluster is listed (which can take a
-    /// while on a large one).
-    pub fn check(&self) -> Result<(), String> {
-        let target = match &self.command {
+    /// The object the command asks about.
+    fn target(&self) -> &Target {
+        match &self.command {
             Command::Explain(target) => target,
             Command::BlastRadius { target, .. } => target,
             Command::Tree { target, .. } => target,
-        };
-        target.check()?;
+        }
+    }
+
+    /// What is wrong with the arguments, found before the cluster is listed (which can take a
+    /// while on a large one).
+    pub fn check(&self) -> Result<(), String> {
+        self.target().check()?;
         let dot_allowed = matches!(self.command, Command::BlastRadius { .. });
         if self.output == Output::Dot && !dot_allowed {
             return Err("-o dot is for blast-radius".into());
@@ -174,8 +178,16 @@ pub async fn run(args: Args) -> anyhow::Result<String> {
             .expect("a valid template"),
     );
     let started = Instant::now();
-    let snapshot = Snapshot::list(client, &Bar(bar.clone())).await?;
+    // An unknown type is said before the whole cluster is listed.
+    let type_name = args.target().type_and_name().ok().map(|(t, _)| t);
+    let snapshot =
+        Snapshot::list_checked(client, &Bar(bar.clone()), |discovered| match type_name {
+            Some(t) => discovered.resource_key_of(t).map(drop),
+            None => Ok(()),
+        })
+        .await;
     bar.finish_and_clear();
+    let snapshot = snapshot?;
     eprintln!(
         "listed {} objects of {} resources in {:.1} s",
         snapshot.listed,

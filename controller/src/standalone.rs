@@ -63,9 +63,20 @@ impl std::fmt::Debug for Snapshot {
 impl Snapshot {
     /// Discovers the deletable resources and lists each into a graph (see the module docs).
     pub async fn list(client: Client, progress: &dyn Progress) -> anyhow::Result<Snapshot> {
+        Self::list_checked(client, progress, |_| Ok(())).await
+    }
+
+    /// [`list`](Self::list), with `check` asked about what discovery found before anything is
+    /// listed (which takes a while on a large cluster): its error ends the call.
+    pub async fn list_checked(
+        client: Client,
+        progress: &dyn Progress,
+        check: impl FnOnce(&Discovered) -> Result<(), String>,
+    ) -> anyhow::Result<Snapshot> {
         let ignored: BTreeSet<String> =
             crate::flags::DEFAULT_IGNORED_RESOURCES.split(',').map(str::to_owned).collect();
         let discovered = discovery::discover(&client, &ignored).await?;
+        check(&discovered).map_err(anyhow::Error::msg)?;
         let cluster = KubeCluster::new(client.clone(), 50.0, 100);
         cluster.set_mapper(discovered.mapper.clone());
         let graph = Arc::new(Graph::new(64)?);
@@ -143,11 +154,7 @@ impl Snapshot {
     /// The UID of `type_name/name` in `namespace` (ignored for cluster-scoped resources), as
     /// kubectl resolves it: `deploy/web`, `deployments.apps/web`, `Deployment/web`.
     pub fn resolve(&self, type_name: &str, name: &str, namespace: &str) -> Result<Uid, String> {
-        let key = self
-            .discovered
-            .aliases
-            .get(&type_name.to_lowercase())
-            .ok_or_else(|| format!("the server doesn't have a resource type {type_name:?}"))?;
+        let key = self.discovered.resource_key_of(type_name)?;
         let resource = &self.discovered.deletable[key];
         let ns = if resource.namespaced { namespace } else { "" };
         self.objects.get(&(key.clone(), ns.to_owned(), name.to_owned())).copied().ok_or_else(|| {
