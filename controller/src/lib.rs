@@ -73,6 +73,7 @@ pub async fn client(flags: &Flags) -> Result<kube::Client> {
         .headers
         .push((axum::http::header::USER_AGENT, axum::http::HeaderValue::from_static(USER_AGENT)));
     // client-go's rest_client_* metrics, for every request.
+    tracing::info!(server = %config.cluster_url, "API server");
     let host = config.cluster_url.authority().map(|a| a.to_string()).unwrap_or_default();
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&metrics::rest_client::MetricsLayer::new(host))

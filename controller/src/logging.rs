@@ -31,7 +31,10 @@ pub fn init(flags: &Flags) {
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A closed stderr (`kube-gc 2>&1 | head`) loses the lines, as klog's do; by default
+        // tracing reports the failed write with `eprintln!`, which panics on that same stderr.
+        .log_internal_errors(false);
     if flags.logging_format == "json" {
         logs.event_format(KlogJson).init();
     } else {

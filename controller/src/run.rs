@@ -182,9 +182,13 @@ impl Controller {
         );
         let sync = Arc::new(SyncState::default());
         let ready = Arc::new(AtomicBool::new(false));
-        let threads = flags
-            .ingest_threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = flags.ingest_threads.unwrap_or(cores);
+        if threads > cores {
+            // Every batch waits for its slowest thread, and threads beyond the cores wait for
+            // a core: 1024 threads on 2 cores took 18 s to sync 10,000 objects, 64 took 0.05 s.
+            tracing::warn!(threads, cores, "--ingest-threads is above the cores this process may use: ingestion will be slower, not faster");
+        }
         let builder = GraphBuilder::new(
             Ingester::new(graph.clone(), threads),
             collector.clone(),
@@ -273,7 +277,8 @@ impl Controller {
         let found = match discovery::discover(&self.client, &self.ignored).await {
             Ok(found) => found,
             Err(e) => {
-                tracing::warn!(error = %e, "failed to discover preferred resources");
+                let error = crate::error::one_line(&e);
+                tracing::warn!(%error, "failed to discover preferred resources");
                 self.metrics.resources_sync_errors.inc();
                 return false;
             }

@@ -61,6 +61,8 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| default_filter.into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .log_internal_errors(false)
         .init();
     match &args.command {
         Command::Demo(demo_args) => {

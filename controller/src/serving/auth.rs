@@ -57,6 +57,11 @@ impl AlwaysAllow {
         AlwaysAllow(paths.iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect())
     }
 
+    /// The rules, as given (trimmed, empty entries left out).
+    pub fn rules(&self) -> &[String] {
+        &self.0
+    }
+
     /// Whether `path` is always allowed.
     pub fn matches(&self, path: &str) -> bool {
         self.0.iter().any(|rule| match rule.strip_suffix('*') {

@@ -32,12 +32,28 @@ pub async fn start(
         tls::server_config(flags.tls_cert_file.as_deref(), flags.tls_private_key_file.as_deref())?;
     let addr = SocketAddr::new(flags.bind_address, flags.secure_port);
     let listener = tls::TlsListener::bind(addr, config).await?;
-    let auth = Arc::new(DelegatedAuth::new(
-        client,
-        AlwaysAllow::new(&flags.authorization_always_allow_paths),
-    ));
+    let always_allow = AlwaysAllow::new(&flags.authorization_always_allow_paths);
+    let bound = axum::serve::Listener::local_addr(&listener).unwrap_or(addr);
+    let open = always_allow.rules();
+    tracing::info!(addr = %bound, ?open, "serving securely: the paths in `open` need no token, every other path authorization");
+    for path in ["/healthz", "/readyz", "/livez"] {
+        if !always_allow.matches(path) {
+            tracing::warn!(
+                path,
+                "a probe's path needs authorization (--authorization-always-allow-paths): a kubelet probe without a token will fail"
+            );
+        }
+    }
+    for path in ["/metrics", "/debug/controllers/garbagecollector/graph"] {
+        if always_allow.matches(path) {
+            tracing::warn!(
+                path,
+                "served to anyone who reaches the port, without a token (--authorization-always-allow-paths)"
+            );
+        }
+    }
+    let auth = Arc::new(DelegatedAuth::new(client, always_allow));
     let app = router.layer(axum::middleware::from_fn_with_state(auth, auth::guard));
-    tracing::info!(%addr, "serving securely: /healthz, /readyz, /livez open; /metrics and /debug need authorization");
     Ok(Some(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "secure server failed");

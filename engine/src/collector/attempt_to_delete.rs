@@ -94,6 +94,13 @@ impl<C: Cluster> Collector<C> {
                     ItemError::RestMapping(_) => {
                         tracing::error!(item = %node.identity, error = %e, "error syncing item")
                     }
+                    // The graph's copy was stale and the write pinned to it refused (409): the
+                    // shortcut working as meant, not an error; the next attempt reads live.
+                    _ if self.stale_copies.lock().contains(&key) => tracing::debug!(
+                        item = %node.identity,
+                        error = %e,
+                        "the graph's copy of the item was stale, deciding again from a live read"
+                    ),
                     _ => tracing::warn!(item = %node.identity, error = %e, "error syncing item"),
                 }
                 self.last_errors.lock().put(node.identity.uid, e.to_string());
