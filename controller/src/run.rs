@@ -187,7 +187,11 @@ impl Controller {
         if threads > cores {
             // Every batch waits for its slowest thread, and threads beyond the cores wait for
             // a core: 1024 threads on 2 cores took 18 s to sync 10,000 objects, 64 took 0.05 s.
-            tracing::warn!(threads, cores, "--ingest-threads is above the cores this process may use: ingestion will be slower, not faster");
+            tracing::warn!(
+                threads,
+                cores,
+                "--ingest-threads is above the cores this process may use: ingestion will be slower, not faster"
+            );
         }
         let builder = GraphBuilder::new(
             Ingester::new(graph.clone(), threads),

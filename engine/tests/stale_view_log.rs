@@ -1,14 +1,15 @@
 //! The stale-view property test's second, independently written version (issue #11, "Trust";
 //! the first is `stale_view.rs`): two oracles written apart, over other resources (a
-//! cluster-scoped Node, a custom Widget), with the events taken from [`MemoryCluster`]'s own
-//! watch log instead of snapshot diffs, and a variant with early collection. Random object
-//! histories, watch events
-//! delivered to the graph with random lag, the collector's workers running against the live
-//! [`MemoryCluster`] between user actions, and, at every write the cluster serves, an oracle
-//! asking whether upstream's attemptToDeleteItem / attemptToOrphan, reading the live object and
-//! its live owners at that moment, would make that same write (DESIGN.md "Safety model",
-//! GC-SPEC.md §3-5). After the history everything is delivered, the workers run to quiescence
-//! and liveness is checked: no GC finalizer left, no garbage left unless orphaned.
+//! cluster-scoped Node, a custom Widget, a ConfigMap in another namespace, referenced across
+//! namespaces both ways) and references whose UID lives under another kind and name, with the
+//! events taken from [`MemoryCluster`]'s own watch log instead of snapshot diffs, and a variant
+//! with early collection. Random object histories, watch events delivered to the graph with
+//! random lag, the collector's workers running against the live [`MemoryCluster`] between user
+//! actions, and, at every write the cluster serves, an oracle asking whether upstream's
+//! attemptToDeleteItem / attemptToOrphan, reading the live object and its live owners at that
+//! moment, would make that same write (DESIGN.md "Safety model", GC-SPEC.md §3-5). After the
+//! history everything is delivered, the workers run to quiescence and liveness is checked: no
+//! GC finalizer left, no garbage left unless orphaned.
 //!
 //! `PROPTEST_CASES` scales the run (default 2000, ~1.5 s in debug when passing); a failure
 //! shrinks to a minimal history. The minimal histories found against the code before the
@@ -35,6 +36,7 @@ mod support;
 /// Another controller's finalizer, which the collector must never remove.
 const KEEP: &str = "example.com/keep";
 const NS: &str = "ns1";
+const OTHER_NS: &str = "ns2";
 
 /// The object slots a history works on: (resource, name). Names are reused across
 /// recreations; each creation gets a fresh UID.
@@ -50,15 +52,27 @@ fn slots() -> Vec<(Resource, &'static str)> {
         (pods, "p2"),
         (resource("v1", "nodes", "Node", false), "n"),
         (widgets(), "w"),
+        // In another namespace: references to it from ns1, and its own to ns1's objects,
+        // cross namespaces (looked up in the dependent's namespace, so never found).
+        (configmaps(), "c"),
     ]
+}
+
+fn configmaps() -> Resource {
+    resource("v1", "configmaps", "ConfigMap", true)
 }
 
 fn widgets() -> Resource {
     resource("acme.example/v1", "widgets", "Widget", true)
 }
 
+/// The namespace of a slot's resource: ConfigMaps live in another namespace than the rest.
 fn ns_of(r: &Resource) -> &'static str {
-    if r.namespaced { NS } else { "" }
+    match (r.namespaced, r.resource == "configmaps") {
+        (false, _) => "",
+        (true, true) => OTHER_NS,
+        (true, false) => NS,
+    }
 }
 
 /// One step of a history.
@@ -70,6 +84,10 @@ enum Op {
     /// Another controller adds a reference (adoption when the owner is live); `repeat` adds it
     /// even if the UID is already referenced (repeated UIDs).
     AddRef { slot: usize, owner: usize, block: bool, repeat: bool },
+    /// Another controller adds a reference with the UID of slot `owner`'s object (its current
+    /// one, or a stale or never-used one) under slot `named`'s kind and name: a UID under
+    /// another identity, which upstream's graph holds under the UID's own.
+    AddRefAs { slot: usize, owner: usize, named: usize, current: bool },
     /// Another controller removes the `index`-th reference.
     RemoveRef { slot: usize, index: usize },
     /// A user deletes the object with a propagation policy.
@@ -105,6 +123,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(slot, owners)| Op::Create { slot, owners }),
         1 => (0..n, 0..n, any::<bool>(), prop::bool::weighted(0.2))
             .prop_map(|(slot, owner, block, repeat)| Op::AddRef { slot, owner, block, repeat }),
+        1 => (0..n, 0..n, 0..n, any::<bool>())
+            .prop_map(|(slot, owner, named, current)| Op::AddRefAs { slot, owner, named, current }),
         1 => (0..n, 0..3usize).prop_map(|(slot, index)| Op::RemoveRef { slot, index }),
         2 => (0..n, policy).prop_map(|(slot, policy)| Op::Delete { slot, policy }),
         1 => (0..n, any::<bool>()).prop_map(|(slot, add)| Op::Finalizer { slot, add }),
@@ -303,8 +323,14 @@ fn judge_patch(
             return Some(format!("patch adds a reference to {}", r.uid));
         }
     }
-    let remaining_solid =
-        next.owner_references.iter().any(|r| class_of(&r.uid) == Some(Class::Solid));
+    // Upstream removes references by UID: every reference with a UID it found dangling or
+    // waiting goes, beside a solid owner found among the live references, even a solid
+    // reference repeating that UID under its owner's own name (a UID can be named under
+    // another identity, where it is dangling).
+    let has_solid = classes.iter().any(|(_, c)| *c == Class::Solid);
+    let not_solid_under = |uid: &str| {
+        classes.iter().any(|(u, c)| u == uid && matches!(c, Class::Dangling | Class::Waiting))
+    };
     for r in &live.owner_references {
         if count(next, &r.uid) == count(live, &r.uid) {
             // Kept: only unblocking a reference to a waiting owner may change it. References
@@ -335,15 +361,15 @@ fn judge_patch(
             }
             continue;
         }
-        let class = class_of(&r.uid).expect("classified");
-        let dangling_beside_solid = matches!(class, Class::Dangling | Class::Waiting)
-            && remaining_solid
+        let class = classify(cluster, live, r);
+        let dangling_beside_solid = not_solid_under(&r.uid)
+            && has_solid
             && classes.iter().all(|(_, c)| *c != Class::Invalid);
         // The memory of orphaned owners removes a reference only once its owner is gone.
         let orphaned_and_gone = class == Class::Dangling && orphaned.contains(&r.uid);
         if !dangling_beside_solid && !is_orphaning(cluster, r) && !orphaned_and_gone {
             return Some(format!(
-                "patch removes the {class:?} reference to {} (solid left: {remaining_solid})",
+                "patch removes the {class:?} reference to {} (a solid owner: {has_solid})",
                 r.uid
             ));
         }
@@ -532,6 +558,20 @@ impl World {
                     let (res, name) = &self.slots[*slot];
                     self.cluster.update_object(res, ns_of(res), name, |m| {
                         if *repeat || m.owner_references.iter().all(|o| o.uid != r.uid) {
+                            m.owner_references.push(r);
+                        }
+                    });
+                }
+            }
+            Op::AddRefAs { slot, owner, named, current }
+                if slot != owner && owner != named && self.live(*slot).is_some() =>
+            {
+                let uid = self.owner_ref(*owner, false, *current).map(|r| r.uid);
+                if let (Some(uid), Some(r)) = (uid, self.owner_ref(*named, false, true)) {
+                    let r = OwnerReference { uid, ..r };
+                    let (res, name) = &self.slots[*slot];
+                    self.cluster.update_object(res, ns_of(res), name, |m| {
+                        if m.owner_references.iter().all(|o| o.uid != r.uid) {
                             m.owner_references.push(r);
                         }
                     });
@@ -738,6 +778,11 @@ impl World {
 }
 
 fn run(ops: &[Op], early: bool) -> Result<(), TestCaseError> {
+    run_world(ops, early).map(drop)
+}
+
+/// [`run`], returning the settled world.
+fn run_world(ops: &[Op], early: bool) -> Result<World, TestCaseError> {
     let options = CollectorOptions {
         read_items_from_graph: true,
         skip_observed_verification: true,
@@ -757,7 +802,7 @@ fn run(ops: &[Op], early: bool) -> Result<(), TestCaseError> {
     prop_assert!(idle, "workers not idle after the bounded settle");
     let problems = world.liveness();
     prop_assert!(problems.is_empty(), "liveness: {problems:#?}");
-    Ok(())
+    Ok(world)
 }
 
 fn config() -> ProptestConfig {
@@ -921,4 +966,28 @@ fn a_cluster_scoped_object_reached_as_a_virtual_owner_keeps_its_invalid_referenc
         Op::Work { n: 1, orphan: false },
     ];
     run(&ops, false).unwrap();
+}
+
+/// The generator's other identities, pinned: a Pod naming a ConfigMap of another namespace
+/// (looked up in the Pod's own, so absent), and a ReplicaSet naming the live Deployment with a
+/// Pod's UID (a live UID under another identity, which the graph files under the Pod). Upstream
+/// finds both owners absent and collects both dependents; the owners named stay.
+#[test]
+fn references_across_namespaces_or_identities_are_dangling() {
+    let ops = [
+        create(7, &[]),
+        Op::Create { slot: 3, owners: vec![(7, false, true)] },
+        create(0, &[]),
+        create(4, &[]),
+        create(1, &[]),
+        Op::AddRefAs { slot: 1, owner: 4, named: 0, current: true },
+        Op::Deliver { per_256: 255 },
+        Op::Work { n: 10, orphan: false },
+    ];
+    let world = run_world(&ops, false).unwrap();
+    assert!(world.live(3).is_none(), "the Pod naming another namespace's ConfigMap stays");
+    assert!(world.live(1).is_none(), "the ReplicaSet naming a UID under another identity stays");
+    for (slot, what) in [(7, "ConfigMap"), (0, "Deployment"), (4, "Pod")] {
+        assert!(world.live(slot).is_some(), "the {what} named went");
+    }
 }
