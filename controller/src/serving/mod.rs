@@ -35,22 +35,19 @@ pub async fn start(
     let always_allow = AlwaysAllow::new(&flags.authorization_always_allow_paths);
     let bound = axum::serve::Listener::local_addr(&listener).unwrap_or(addr);
     let open = always_allow.rules();
-    tracing::info!(addr = %bound, ?open, "serving securely: the paths in `open` need no token, every other path authorization");
-    for path in ["/healthz", "/readyz", "/livez"] {
-        if !always_allow.matches(path) {
-            tracing::warn!(
-                path,
-                "a probe's path needs authorization (--authorization-always-allow-paths): a kubelet probe without a token will fail"
-            );
-        }
+    tracing::info!(addr = %bound, ?open, "serving securely: the paths in `open` need no token, every other path needs authorization");
+    let (closed_probes, open_private) = exposure(&always_allow);
+    for path in closed_probes {
+        tracing::warn!(
+            path,
+            "a probe's path needs authorization (--authorization-always-allow-paths): a kubelet probe without a token will fail"
+        );
     }
-    for path in ["/metrics", "/debug/controllers/garbagecollector/graph"] {
-        if always_allow.matches(path) {
-            tracing::warn!(
-                path,
-                "served to anyone who reaches the port, without a token (--authorization-always-allow-paths)"
-            );
-        }
+    for path in open_private {
+        tracing::warn!(
+            path,
+            "served to anyone who reaches the port, without a token (--authorization-always-allow-paths)"
+        );
     }
     let auth = Arc::new(DelegatedAuth::new(client, always_allow));
     let app = router.layer(axum::middleware::from_fn_with_state(auth, auth::guard));
@@ -59,4 +56,41 @@ pub async fn start(
             tracing::error!(error = %e, "secure server failed");
         }
     })))
+}
+
+/// What `--authorization-always-allow-paths` gets wrong, for a warning: the probes' paths it
+/// leaves behind authorization, and the private paths (metrics, the graph) it opens.
+fn exposure(always_allow: &AlwaysAllow) -> (Vec<&'static str>, Vec<&'static str>) {
+    let closed_probes =
+        ["/healthz", "/readyz", "/livez"].into_iter().filter(|p| !always_allow.matches(p));
+    let open_private = ["/metrics", "/debug/controllers/garbagecollector/graph"]
+        .into_iter()
+        .filter(|p| always_allow.matches(p));
+    (closed_probes.collect(), open_private.collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exposure_of(paths: &[&str]) -> (Vec<&'static str>, Vec<&'static str>) {
+        let paths: Vec<String> = paths.iter().map(|p| (*p).to_owned()).collect();
+        exposure(&AlwaysAllow::new(&paths))
+    }
+
+    #[test]
+    fn what_the_always_allowed_paths_expose_or_close_is_named() {
+        let none: Vec<&str> = Vec::new();
+        assert_eq!(exposure_of(&["/healthz", "/readyz", "/livez"]), (none.clone(), none.clone()));
+        assert_eq!(
+            exposure_of(&["nope", "*"]),
+            (none.clone(), vec!["/metrics", "/debug/controllers/garbagecollector/graph"])
+        );
+        assert_eq!(exposure_of(&[""]), (vec!["/healthz", "/readyz", "/livez"], none.clone()));
+        assert_eq!(
+            exposure_of(&["/healthz", "/debug/*"]).1,
+            ["/debug/controllers/garbagecollector/graph"]
+        );
+        assert_eq!(exposure_of(&["/healthz", "/debug/*"]).0, ["/readyz", "/livez"]);
+    }
 }
