@@ -235,13 +235,15 @@ impl Controller {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| crate::Error::Bind { addr, source })?;
+        // The port bound, not the one asked for (`:0` picks one).
+        let bound = listener.local_addr().unwrap_or(addr);
         let router = crate::http::router(debug.clone());
         tasks.push(tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, router).await {
                 tracing::error!(error = %e, "debug server failed");
             }
         }));
-        tracing::info!(%addr, "serving /healthz, /readyz, /metrics and the debug graph");
+        tracing::info!(addr = %bound, "serving /healthz, /readyz, /metrics and the debug graph");
         match crate::serving::start(&flags, client.clone(), crate::http::router(debug.clone()))
             .await
         {
