@@ -12,12 +12,25 @@ use kube::api::{Api, PostParams};
 use kube_gc::plugin::{Args, answer};
 use kube_gc::standalone::{Progress, Snapshot};
 use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct Quiet;
 
 impl Progress for Quiet {
     fn start(&self, _: usize) {}
     fn page(&self, _: &str, _: u64) {}
+    fn resource_done(&self) {}
+}
+
+/// Counts the pages listed.
+#[derive(Default)]
+struct Counted(AtomicUsize);
+
+impl Progress for Counted {
+    fn start(&self, _: usize) {}
+    fn page(&self, _: &str, _: u64) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
     fn resource_done(&self) {}
 }
 
@@ -43,6 +56,15 @@ async fn bad_input_gets_a_clear_error() {
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
+    // An unknown type is refused right after discovery: nothing is listed for it.
+    let listing = Counted::default();
+    let refused = Snapshot::list_checked(client.clone(), &listing, |discovered| {
+        discovered.resource_key_of("widgets").map(drop)
+    })
+    .await
+    .expect_err("a snapshot for an unknown type");
+    assert!(refused.to_string().contains("doesn't have a resource type \"widgets\""), "{refused}");
+    assert_eq!(listing.0.load(Ordering::SeqCst), 0, "listed before refusing");
     let snapshot = Snapshot::list(client, &Quiet).await.expect("the snapshot lists");
 
     // What works, so that the refusals below are about the input, not the setup.
