@@ -6,12 +6,11 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-#[test]
-fn json_logs_parse_line_by_line() {
-    let dir = std::env::temp_dir().join(format!("kube-gc-logging-{}", std::process::id()));
+/// A kubeconfig in a fresh directory naming a server nobody listens on: kube-gc starts, serves
+/// its health endpoints, and logs its failing discovery until stopped.
+fn unreachable_kubeconfig(test: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("kube-gc-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // A server nobody listens on: kube-gc starts, serves its health endpoints, and logs its
-    // failing discovery until stopped.
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
@@ -30,6 +29,12 @@ users:
 ",
     )
     .unwrap();
+    (dir, kubeconfig)
+}
+
+#[test]
+fn json_logs_parse_line_by_line() {
+    let (dir, kubeconfig) = unreachable_kubeconfig("logging");
     let mut child = Command::new(env!("CARGO_BIN_EXE_kube-gc"))
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .args([
@@ -79,5 +84,36 @@ users:
             .any(|o| o["msg"].as_str().unwrap().contains("discover") && o["err"].is_string()),
         "the discovery's error is klog's err: {text}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `kube-gc 2>&1 | head -1`: once the reader is gone, the log lines are lost and kube-gc goes
+/// on (it panicked on the first line after, reporting the failed write on that same stderr).
+#[test]
+fn a_closed_stderr_loses_lines_not_the_process() {
+    let (dir, kubeconfig) = unreachable_kubeconfig("closed-stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-gc"))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(["--leader-elect=false", "--debug-addr=127.0.0.1:0", "--secure-port=0", "-v", "5"])
+        .env_remove("KUBE_GC_LOG")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kube-gc");
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stderr.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(!first.is_empty(), "kube-gc logged nothing");
+    // The reader is dropped: stderr is closed. kube-gc logs at -v 5 and retries discovery
+    // every two seconds, so it writes to the closed pipe many times in this wait.
+    std::thread::sleep(Duration::from_secs(3));
+    let exited = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(exited.is_none(), "kube-gc exited with {exited:?} once stderr closed");
     let _ = std::fs::remove_dir_all(&dir);
 }
