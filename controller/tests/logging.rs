@@ -32,25 +32,25 @@ users:
     (dir, kubeconfig)
 }
 
-#[test]
-fn json_logs_parse_line_by_line() {
-    let (dir, kubeconfig) = unreachable_kubeconfig("logging");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-gc"))
+/// kube-gc against `kubeconfig` at `-v 5`, alone on loopback ports, with `extra` flags; its
+/// stderr piped to the test.
+fn start_verbose(kubeconfig: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_kube-gc"))
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .args([
-            "--leader-elect=false",
-            "--debug-addr=127.0.0.1:0",
-            "--secure-port=0",
-            "--logging-format=json",
-            "-v",
-            "5",
-        ])
+        .args(["--leader-elect=false", "--debug-addr=127.0.0.1:0", "--secure-port=0", "-v", "5"])
+        .args(extra)
         .env_remove("KUBE_GC_LOG")
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start kube-gc");
+        .expect("start kube-gc")
+}
+
+#[test]
+fn json_logs_parse_line_by_line() {
+    let (dir, kubeconfig) = unreachable_kubeconfig("logging");
+    let mut child = start_verbose(&kubeconfig, &["--logging-format=json"]);
     std::thread::sleep(Duration::from_secs(3));
     let _ = child.kill();
     let _ = child.wait();
@@ -92,15 +92,7 @@ fn json_logs_parse_line_by_line() {
 #[test]
 fn a_closed_stderr_loses_lines_not_the_process() {
     let (dir, kubeconfig) = unreachable_kubeconfig("closed-stderr");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-gc"))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .args(["--leader-elect=false", "--debug-addr=127.0.0.1:0", "--secure-port=0", "-v", "5"])
-        .env_remove("KUBE_GC_LOG")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start kube-gc");
+    let mut child = start_verbose(&kubeconfig, &[]);
     let mut first = String::new();
     std::io::BufRead::read_line(
         &mut std::io::BufReader::new(child.stderr.take().unwrap()),
