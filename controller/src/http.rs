@@ -34,21 +34,35 @@ pub struct DebugState {
 /// The longest query string served (a graph request names UIDs; anything longer is hostile).
 const MAX_QUERY: usize = 64 * 1024;
 
+const HEALTHZ: &str = "/healthz";
+const READYZ: &str = "/readyz";
+const LIVEZ: &str = "/livez";
+const METRICS: &str = "/metrics";
+const GRAPH: &str = "/debug/controllers/garbagecollector/graph";
+const TREE: &str = "/debug/controllers/garbagecollector/tree";
+const BLAST_RADIUS: &str = "/debug/controllers/garbagecollector/blast-radius";
+const EXPLAIN: &str = "/debug/controllers/garbagecollector/explain";
+const SHADOW: &str = "/debug/controllers/garbagecollector/shadow";
+
+/// The health checks a kubelet probes: open on the secure port by default.
+pub const PROBE_PATHS: [&str; 3] = [HEALTHZ, READYZ, LIVEZ];
+
+/// The metrics and the debug endpoints (the graph and what is asked of it): for authorized
+/// callers only on the secure port.
+pub const PRIVATE_PATHS: [&str; 6] = [METRICS, GRAPH, TREE, BLAST_RADIUS, EXPLAIN, SHADOW];
+
 /// The router, separate from serving so tests can call it directly.
 pub fn router(state: DebugState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/livez", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/debug/controllers/garbagecollector/graph", get(graph))
-        .route("/debug/controllers/garbagecollector/tree", get(crate::inspect::tree_handler))
-        .route(
-            "/debug/controllers/garbagecollector/blast-radius",
-            get(crate::inspect::blast_radius_handler),
-        )
-        .route("/debug/controllers/garbagecollector/explain", get(crate::inspect::explain_handler))
-        .route("/debug/controllers/garbagecollector/shadow", get(shadow))
+        .route(HEALTHZ, get(|| async { "ok" }))
+        .route(LIVEZ, get(|| async { "ok" }))
+        .route(READYZ, get(readyz))
+        .route(METRICS, get(metrics))
+        .route(GRAPH, get(graph))
+        .route(TREE, get(crate::inspect::tree_handler))
+        .route(BLAST_RADIUS, get(crate::inspect::blast_radius_handler))
+        .route(EXPLAIN, get(crate::inspect::explain_handler))
+        .route(SHADOW, get(shadow))
         .with_state(state)
 }
 

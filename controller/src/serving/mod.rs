@@ -59,13 +59,11 @@ pub async fn start(
 }
 
 /// What `--authorization-always-allow-paths` gets wrong, for a warning: the probes' paths it
-/// leaves behind authorization, and the private paths (metrics, the graph) it opens.
+/// leaves behind authorization, and the private paths (metrics, the debug endpoints) it opens.
 fn exposure(always_allow: &AlwaysAllow) -> (Vec<&'static str>, Vec<&'static str>) {
-    let closed_probes =
-        ["/healthz", "/readyz", "/livez"].into_iter().filter(|p| !always_allow.matches(p));
-    let open_private = ["/metrics", "/debug/controllers/garbagecollector/graph"]
-        .into_iter()
-        .filter(|p| always_allow.matches(p));
+    use crate::http::{PRIVATE_PATHS, PROBE_PATHS};
+    let closed_probes = PROBE_PATHS.into_iter().filter(|p| !always_allow.matches(p));
+    let open_private = PRIVATE_PATHS.into_iter().filter(|p| always_allow.matches(p));
     (closed_probes.collect(), open_private.collect())
 }
 
@@ -82,14 +80,16 @@ mod tests {
     fn what_the_always_allowed_paths_expose_or_close_is_named() {
         let none: Vec<&str> = Vec::new();
         assert_eq!(exposure_of(&["/healthz", "/readyz", "/livez"]), (none.clone(), none.clone()));
-        assert_eq!(
-            exposure_of(&["nope", "*"]),
-            (none.clone(), vec!["/metrics", "/debug/controllers/garbagecollector/graph"])
-        );
+        let (closed, open) = exposure_of(&["nope", "*"]);
+        assert_eq!(closed, none);
+        assert_eq!(open[..2], ["/metrics", "/debug/controllers/garbagecollector/graph"]);
+        assert!(open.contains(&"/debug/controllers/garbagecollector/explain"), "{open:?}");
         assert_eq!(exposure_of(&[""]), (vec!["/healthz", "/readyz", "/livez"], none.clone()));
-        assert_eq!(
-            exposure_of(&["/healthz", "/debug/*"]).1,
-            ["/debug/controllers/garbagecollector/graph"]
+        let open = exposure_of(&["/healthz", "/debug/*"]).1;
+        assert_eq!(open.len(), 5, "every debug endpoint, not /metrics: {open:?}");
+        assert!(
+            !open.contains(&"/metrics")
+                && open.contains(&"/debug/controllers/garbagecollector/graph")
         );
         assert_eq!(exposure_of(&["/healthz", "/debug/*"]).0, ["/readyz", "/livez"]);
     }
