@@ -331,7 +331,7 @@ fn judge_patch(
     let not_solid_under = |uid: &str| {
         classes.iter().any(|(u, c)| u == uid && matches!(c, Class::Dangling | Class::Waiting))
     };
-    for r in &live.owner_references {
+    for (r, (_, class)) in live.owner_references.iter().zip(&classes) {
         if count(next, &r.uid) == count(live, &r.uid) {
             // Kept: only unblocking a reference to a waiting owner may change it. References
             // repeating a UID are compared as the sequence of those with that UID.
@@ -361,7 +361,7 @@ fn judge_patch(
             }
             continue;
         }
-        let class = classify(cluster, live, r);
+        let class = *class;
         let dangling_beside_solid = not_solid_under(&r.uid)
             && has_solid
             && classes.iter().all(|(_, c)| *c != Class::Invalid);

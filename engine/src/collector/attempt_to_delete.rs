@@ -176,8 +176,7 @@ impl<C: Cluster> Collector<C> {
             return self.process_deleting_dependents_item(item).await;
         }
         // The live owner references, not the graph's.
-        let mut owners =
-            latest.owner_references.iter().map(live_owner_ref).collect::<Result<Vec<_>, _>>()?;
+        let mut owners = live_owner_refs(&latest)?;
         if owners.is_empty() {
             tracing::debug!(item = %identity, "item doesn't have an owner, continue on next item");
             return Ok(DeleteItemResult::Kept);
@@ -237,11 +236,7 @@ impl<C: Cluster> Collector<C> {
                 .late_orphans
                 .fetch_add(late.len() as u64, std::sync::atomic::Ordering::Relaxed);
             from_graph = false;
-            owners = latest
-                .owner_references
-                .iter()
-                .map(live_owner_ref)
-                .collect::<Result<Vec<_>, _>>()?;
+            owners = live_owner_refs(&latest)?;
             if owners.is_empty() {
                 return Ok(DeleteItemResult::Patched);
             }
@@ -526,6 +521,11 @@ fn policy_for_finalizers(meta: &ObjectMeta) -> PropagationPolicy {
     } else {
         PropagationPolicy::Background
     }
+}
+
+/// The object's owner references, read live, as the engine's references.
+fn live_owner_refs(meta: &ObjectMeta) -> Result<Vec<OwnerRef>, ItemError> {
+    meta.owner_references.iter().map(live_owner_ref).collect()
 }
 
 /// A live owner reference in the graph's form, interned as ingestion interns it
