@@ -339,7 +339,8 @@ impl MemoryCluster {
     /// Adds a hook consulted on every call, after it is recorded and before it is served, in the
     /// order hooks were added: the first to return an error fails the call with it. A hook may
     /// change the cluster through the non-recording helpers ([`update_object`](Self::update_object),
-    /// [`create`](Self::create), [`delete_object`](Self::delete_object), …), e.g. to bump an
+    /// [`create`](Self::create), [`delete_object`](Self::delete_object),
+    /// [`delete_as_client`](Self::delete_as_client), …), e.g. to bump an
     /// object's resourceVersion before a DELETE; it must not call the [`Cluster`](kube_gc_engine::Cluster) methods
     /// (hooks run under their own lock, which is not reentrant).
     pub fn on_call(

@@ -147,6 +147,19 @@ impl MemoryCluster {
             name: name.to_owned(),
             request: Request::Delete(options.clone()),
         })?;
+        self.delete_as_client(resource, namespace, name, options)
+    }
+
+    /// Deletes an object as another client's DELETE would (preconditions, graceful deletion,
+    /// the registry's GC finalizers), without recording a call or consulting the hooks, so a
+    /// hook may call it to delete something before the call it was consulted on is served.
+    pub fn delete_as_client(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<(), ClusterError> {
         let key = ObjectKey::new(resource, namespace, name);
         let mut state = self.state.lock();
         let resource_options = state.options(resource);
