@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
-use kube_gc_engine::cluster::{ClusterError, PatchType, Resource};
+use kube_gc_engine::cluster::{
+    ClusterError, DeleteOptions, PatchType, PropagationPolicy, Resource,
+};
 use kube_gc_engine::collector::{Collector, DeleteItemResult, ItemError, Outcome};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::{
@@ -645,6 +647,45 @@ fn orphaning_leaves_the_finalizer_of_a_successor_of_the_same_name() {
     assert_eq!(successor.finalizers, ["orphan"], "the successor's finalizer was removed");
     let pd = env.cluster.object(&pods(), "ns1", "pd").unwrap();
     assert!(pd.owner_references.is_empty(), "the first owner's dependent not orphaned: {pd:?}");
+}
+
+/// Beyond upstream: a Pod names its ReplicaSet twice, beside an owner that never existed, and
+/// the ReplicaSet's foreground deletion begins right after it is first read. Read once, the
+/// ReplicaSet is solid for both references: only the dangling one goes, and the Pod stays in
+/// the ReplicaSet's foreground deletion. (Upstream reads it again for the second reference,
+/// finds it waiting, and removes its UID: the Pod would lose the owner just found solid.)
+#[test]
+fn a_repeated_owner_is_read_once_and_kept() {
+    let mut env = Env::new();
+    let rss = resource("apps/v1", "replicasets", "ReplicaSet", true);
+    env.cluster.register(rss.clone());
+    env.create(&rss, object(&rss, "rs1", "rsu", vec![]));
+    let owners = vec![
+        owner_ref(&rss, "rs1", "rsu", Some(true)),
+        owner_ref(&rss, "rs1", "rsu", Some(true)),
+        owner_ref(&rss, "never", "nu", None),
+    ];
+    env.create(&pods(), object(&pods(), "p", "pu", owners));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let seen = reads.clone();
+    env.cluster.on_call(move |cluster, call| {
+        if call.verb() == Verb::Get
+            && call.name == "rs1"
+            && seen.fetch_add(1, Ordering::SeqCst) == 1
+        {
+            let options = DeleteOptions {
+                propagation_policy: Some(PropagationPolicy::Foreground),
+                ..DeleteOptions::default()
+            };
+            cluster.delete_as_client(&call.resource, "ns1", "rs1", &options).unwrap();
+        }
+        None
+    });
+    env.work("pu");
+    assert_eq!(reads.load(Ordering::SeqCst), 1, "the ReplicaSet was read once");
+    let pod = env.cluster.object(&pods(), "ns1", "p").unwrap();
+    let rs_ref = owner_ref(&rss, "rs1", "rsu", Some(true));
+    assert_eq!(pod.owner_references, [rs_ref.clone(), rs_ref], "{pod:?}");
 }
 
 /// Custom resources do not support strategic merge patches (415): the reference removal falls

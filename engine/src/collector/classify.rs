@@ -107,22 +107,49 @@ impl<C: Cluster> Collector<C> {
 
     /// Upstream's `classifyReferences`: one live read per reference not in the absent-owner
     /// cache; any error aborts the classification.
+    ///
+    /// Divergence from upstream: a repeated reference (the same UID, kind and name) is read
+    /// once and classified as its first occurrence was. Upstream reads every occurrence, so an
+    /// owner whose foreground deletion begins between two of those reads is found solid and
+    /// waiting at once; with a solid owner found, upstream removes the waiting references, by
+    /// UID, and so strips the object of the owner it has just found solid, which leaves the
+    /// object out of that owner's foreground deletion. Read once, the decision is the one
+    /// upstream makes on the owner as that read found it, with fewer calls.
     pub(super) async fn classify_references(
         &self,
         item: &ObjectReference,
         owners: &[OwnerRef],
     ) -> Result<Classified, ItemError> {
+        #[derive(Clone, Copy)]
+        enum Class {
+            Solid,
+            Dangling,
+            Waiting,
+        }
         let mut c = Classified::default();
-        for owner in owners {
-            match self.is_dangling(owner, item).await? {
-                None => c.dangling.push(owner.clone()),
-                Some(meta)
-                    if meta.deletion_timestamp
-                        && meta.has_finalizer(FINALIZER_DELETE_DEPENDENTS) =>
-                {
-                    c.waiting_for_dependents_deletion.push(owner.clone());
-                }
-                Some(_) => c.solid.push(owner.clone()),
+        let mut classes: Vec<Class> = Vec::with_capacity(owners.len());
+        for (i, owner) in owners.iter().enumerate() {
+            let repeats = owners[..i]
+                .iter()
+                .position(|o| o.uid == owner.uid && o.ty == owner.ty && o.name == owner.name);
+            let class = match repeats {
+                Some(first) => classes[first],
+                None => match self.is_dangling(owner, item).await? {
+                    None => Class::Dangling,
+                    Some(meta)
+                        if meta.deletion_timestamp
+                            && meta.has_finalizer(FINALIZER_DELETE_DEPENDENTS) =>
+                    {
+                        Class::Waiting
+                    }
+                    Some(_) => Class::Solid,
+                },
+            };
+            classes.push(class);
+            match class {
+                Class::Solid => c.solid.push(owner.clone()),
+                Class::Dangling => c.dangling.push(owner.clone()),
+                Class::Waiting => c.waiting_for_dependents_deletion.push(owner.clone()),
             }
         }
         Ok(c)
