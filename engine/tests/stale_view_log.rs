@@ -3,13 +3,17 @@
 //! cluster-scoped Node, a custom Widget, a ConfigMap in another namespace, referenced across
 //! namespaces both ways) and references whose UID lives under another kind and name, with the
 //! events taken from [`MemoryCluster`]'s own watch log instead of snapshot diffs, and a variant
-//! with early collection. Random object histories, watch events delivered to the graph with
-//! random lag, the collector's workers running against the live [`MemoryCluster`] between user
-//! actions, and, at every write the cluster serves, an oracle asking whether upstream's
-//! attemptToDeleteItem / attemptToOrphan, reading the live object and its live owners at that
-//! moment, would make that same write (DESIGN.md "Safety model", GC-SPEC.md §3-5). After the
-//! history everything is delivered, the workers run to quiescence and liveness is checked: no
-//! GC finalizer left, no garbage left unless orphaned.
+//! with early collection. Random object histories, watch events delivered with random lag
+//! through the engine's [`GraphBuilder`] (per-resource watchers whose watches break, resume
+//! or relist, the store's diff making the deletes a relist finds), the collector's workers
+//! running against the live [`MemoryCluster`] between user actions and with user actions
+//! made *between their calls* (between a read and a write), and, at every write the cluster
+//! serves, an oracle asking whether upstream's attemptToDeleteItem / attemptToOrphan, reading
+//! the live object and its live owners at that moment, would make that same write (DESIGN.md
+//! "Safety model", GC-SPEC.md §3-5); a write racing a user's change is accepted only as
+//! upstream's own race (see [`upstream_race`]). After the history everything is delivered,
+//! the workers run to quiescence and liveness is checked: no GC finalizer left, no garbage
+//! left unless orphaned.
 //!
 //! `PROPTEST_CASES` scales the run (default 2000, ~1.5 s in debug when passing); a failure
 //! shrinks to a minimal history. The minimal histories found against the code before the
@@ -17,14 +21,15 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::executor::block_on;
-use kube_gc_engine::GraphChanges;
+use kube_gc_engine::builder::{GraphBuilder, Notification, WatchBatch, WatchSource};
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
 use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
 use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
-use kube_gc_engine::{Event, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid};
+use kube_gc_engine::{
+    Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
+};
 use kube_gc_testkit::MemoryCluster;
 use kube_gc_testkit::memory_cluster::{Call, Request, resource};
 use kube_gc_testkit::patch::apply_patch;
@@ -108,9 +113,18 @@ enum Op {
     /// owners); with `listed`, every resource is first reported listed, whatever the graph
     /// holds, so that lists run during warm-up too.
     Prove { listed: bool },
+    /// A user action (`op`, one of the above) made just before the collector's `calls`-th
+    /// next call is served: between a worker's read and its write, or between two writes.
+    Meanwhile { calls: u8, op: Box<Op> },
+    /// The watch of the `slot`'s resource breaks; with `relist`, its watcher lists again
+    /// (events not delivered are lost; the list's diff against what the store emitted makes
+    /// the deletes), else it resumes from where it was. It counts as behind until its events
+    /// are all delivered.
+    BreakWatch { slot: usize, relist: bool },
 }
 
-fn op() -> impl Strategy<Value = Op> {
+/// What users and other controllers do.
+fn user_op() -> impl Strategy<Value = Op> {
     let n = slots().len();
     let policy = prop_oneof![
         Just(None),
@@ -128,11 +142,20 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..n, 0..3usize).prop_map(|(slot, index)| Op::RemoveRef { slot, index }),
         2 => (0..n, policy).prop_map(|(slot, policy)| Op::Delete { slot, policy }),
         1 => (0..n, any::<bool>()).prop_map(|(slot, add)| Op::Finalizer { slot, add }),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let n = slots().len();
+    prop_oneof![
+        9 => user_op(),
         2 => any::<u8>().prop_map(|per_256| Op::Deliver { per_256 }),
         2 => (0..n, any::<u8>()).prop_map(|(slot, per_256)| Op::DeliverResource { slot, per_256 }),
         3 => (1..6u8, prop::bool::weighted(0.3)).prop_map(|(n, orphan)| Op::Work { n, orphan }),
         1 => Just(Op::FinishWarmUp),
         2 => any::<bool>().prop_map(|listed| Op::Prove { listed }),
+        4 => (1..4u8, user_op()).prop_map(|(calls, op)| Op::Meanwhile { calls, op: Box::new(op) }),
+        2 => (0..n, any::<bool>()).prop_map(|(slot, relist)| Op::BreakWatch { slot, relist }),
     ]
 }
 
@@ -145,6 +168,82 @@ struct OracleState {
     /// remove references to them (its bounded orphan memory, beyond upstream and safe: the
     /// user asked for those dependents to be kept).
     orphaned: HashSet<String>,
+    /// Cluster-scoped objects seen with an invalid reference (see [`Class::Invalid`]).
+    ever_invalid: HashSet<String>,
+    /// The collector's calls since the current worker item (or round of proofs) began.
+    window: Vec<Seen>,
+    /// Writes the live state refuses that upstream makes too, racing the user's change (see
+    /// [`upstream_race`]).
+    races: usize,
+}
+
+/// One of the collector's calls (`None`: the start of the worker item), with the cluster as
+/// the call found it.
+struct Seen {
+    call: Option<Call>,
+    state: State,
+    /// Whether a user changed the cluster just before the call.
+    interjected: bool,
+}
+
+impl OracleState {
+    /// Notes the objects of `state` with an invalid reference. Upstream forgets such an item
+    /// (namespacedOwnerOfClusterScopedObjectErr "will not resolve on retry") and looks at it
+    /// again only when something else queues it (a reference added, the deletion of an owner
+    /// it still names, a restart): once the invalid reference is removed (by orphaning, or
+    /// by its user), upstream may leave the object for ever even if all its owners are gone.
+    fn note_invalid(&mut self, state: &State) {
+        for (_, m) in &state.objects {
+            if m.owner_references.iter().any(|r| classify(state, m, r) == Class::Invalid) {
+                self.ever_invalid.insert(m.uid.clone());
+            }
+        }
+    }
+
+    /// A worker item (or a round of proofs) starts on the cluster as `state` shows it.
+    fn begin_item(&mut self, state: State) {
+        self.window.clear();
+        self.window.push(Seen { call: None, state, interjected: false });
+    }
+}
+
+/// Whether a write the live state refuses is one upstream makes too, racing a user. Upstream
+/// decides on what it read (the object, then its owners) and some of its writes carry no
+/// resourceVersion (an ownerReference patch, a DELETE retried with the UID precondition
+/// only), so a change made between those reads and the write can leave a write upstream's
+/// decision on the live object would not make. kube-gc pins the object's version where it
+/// decided from the graph's copy, but an owner can change after it was read, as upstream's
+/// can. So a write is accepted exactly as upstream's when a user changed the cluster after the
+/// item's read of the object (its last GET of it, or the item's start when it decided from the
+/// graph's copy) and the write is upstream's on the cluster as it was at that read or at one
+/// of the worker's calls after it.
+fn upstream_race(
+    window: &[Seen],
+    interjected: bool,
+    call: &Call,
+    graph: &Graph,
+    orphaned: &mut HashSet<String>,
+) -> bool {
+    let read_of_object = |s: &Seen| {
+        s.call.as_ref().is_some_and(|c| {
+            matches!(c.request, Request::Get)
+                && c.resource == call.resource
+                && c.namespace == call.namespace
+                && c.name == call.name
+        })
+    };
+    let read = window.iter().rposition(read_of_object).unwrap_or(0);
+    if !interjected && !window.iter().skip(read + 1).any(|s| s.interjected) {
+        return false;
+    }
+    window.iter().skip(read).any(|s| {
+        let mut seen = orphaned.clone();
+        let upstreams = judge(&s.state, graph, call, &mut seen).is_none();
+        if upstreams {
+            *orphaned = seen;
+        }
+        upstreams
+    })
 }
 
 /// How upstream classifies one live owner reference (GC-SPEC §3).
@@ -159,15 +258,44 @@ enum Class {
     Invalid,
 }
 
-fn classify(cluster: &MemoryCluster, dependent: &ObjectMeta, r: &OwnerReference) -> Class {
-    let Ok(res) = cluster.resource_for(ObjectType::new(&r.api_version, &r.kind)) else {
+/// The cluster's objects at one moment: what the oracle judges a write on (the live state
+/// when the write is served, or an earlier one the worker read; see [`upstream_race`]).
+struct State {
+    objects: Vec<(Resource, ObjectMeta)>,
+}
+
+impl State {
+    fn of(cluster: &MemoryCluster) -> State {
+        State { objects: cluster.objects() }
+    }
+
+    /// The resource of a type, as the cluster maps it (every slot's resource is registered).
+    fn resource_for(&self, ty: ObjectType) -> Result<Resource, ()> {
+        slots().into_iter().map(|(r, _)| r).find(|r| r.object_type() == ty).ok_or(())
+    }
+
+    fn object(&self, res: &Resource, ns: &str, name: &str) -> Option<ObjectMeta> {
+        let ns = if res.namespaced { ns } else { "" };
+        self.objects
+            .iter()
+            .find(|(r, m)| r == res && m.namespace == ns && m.name == name)
+            .map(|(_, m)| m.clone())
+    }
+
+    fn objects(&self) -> Vec<(Resource, ObjectMeta)> {
+        self.objects.clone()
+    }
+}
+
+fn classify(state: &State, dependent: &ObjectMeta, r: &OwnerReference) -> Class {
+    let Ok(res) = state.resource_for(ObjectType::new(&r.api_version, &r.kind)) else {
         return Class::Solid; // unmapped: upstream does not delete on it
     };
     if res.namespaced && dependent.namespace.is_empty() {
         return Class::Invalid;
     }
     let ns = if res.namespaced { dependent.namespace.as_str() } else { "" };
-    match cluster.object(&res, ns, &r.name) {
+    match state.object(&res, ns, &r.name) {
         Some(o) if o.uid == r.uid => {
             if o.deletion_timestamp && o.has_finalizer(FINALIZER_DELETE_DEPENDENTS) {
                 Class::Waiting
@@ -180,8 +308,8 @@ fn classify(cluster: &MemoryCluster, dependent: &ObjectMeta, r: &OwnerReference)
 }
 
 /// Live objects that reference `uid` (with `blocking`, only through blockOwnerDeletion=true).
-fn live_dependents(cluster: &MemoryCluster, uid: &str, blocking: bool) -> Vec<String> {
-    cluster
+fn live_dependents(state: &State, uid: &str, blocking: bool) -> Vec<String> {
+    state
         .objects()
         .into_iter()
         .filter(|(_, m)| {
@@ -194,16 +322,11 @@ fn live_dependents(cluster: &MemoryCluster, uid: &str, blocking: bool) -> Vec<St
 }
 
 /// Of [`live_dependents`], those the graph holds as dependents of `uid`.
-fn observed_dependents(
-    cluster: &MemoryCluster,
-    graph: &Graph,
-    uid: &str,
-    blocking: bool,
-) -> Vec<String> {
+fn observed_dependents(state: &State, graph: &Graph, uid: &str, blocking: bool) -> Vec<String> {
     let in_graph: HashSet<String> = Uid::lookup(uid)
         .map(|u| graph.dependents(u).iter().map(|d| d.uid.to_string()).collect())
         .unwrap_or_default();
-    cluster
+    state
         .objects()
         .into_iter()
         .filter(|(_, m)| {
@@ -217,11 +340,11 @@ fn observed_dependents(
 }
 
 /// The live object and the classification of its references, for messages.
-fn describe(cluster: &MemoryCluster, live: &ObjectMeta) -> String {
+fn describe(state: &State, live: &ObjectMeta) -> String {
     let classes: Vec<String> = live
         .owner_references
         .iter()
-        .map(|r| format!("{}:{:?}", r.uid, classify(cluster, live, r)))
+        .map(|r| format!("{}:{:?}", r.uid, classify(state, live, r)))
         .collect();
     format!(
         "live uid={} rv={} finalizers={:?} deleting={} refs=[{}]",
@@ -237,17 +360,17 @@ fn describe(cluster: &MemoryCluster, live: &ObjectMeta) -> String {
 /// make this write (or it is not a write: a GET, or a request the server will reject), else
 /// why not.
 fn judge(
-    cluster: &MemoryCluster,
+    state: &State,
     graph: &Graph,
     call: &Call,
     orphaned: &mut HashSet<String>,
 ) -> Option<String> {
-    let live = cluster.object(&call.resource, &call.namespace, &call.name)?; // 404: no write
-    let what = format!("{} {}", call.action(), describe(cluster, &live));
+    let live = state.object(&call.resource, &call.namespace, &call.name)?; // 404: no write
+    let what = format!("{} {}", call.action(), describe(state, &live));
     match &call.request {
         Request::Get | Request::List { .. } => None,
         Request::Delete(options) => {
-            judge_delete(cluster, &live, options).map(|e| format!("{e}: {what}"))
+            judge_delete(state, &live, options).map(|e| format!("{e}: {what}"))
         }
         Request::Patch(patch) => {
             if patch.patch_type == PatchType::StrategicMerge && call.resource == widgets() {
@@ -257,17 +380,13 @@ fn judge(
             if apply_patch(&mut next, patch).is_err() {
                 return None; // precondition failed (409 / 422): no write
             }
-            judge_patch(cluster, graph, &live, &next, orphaned)
+            judge_patch(state, graph, &live, &next, orphaned)
                 .map(|e| format!("{e}: {what} patch={}", patch.body))
         }
     }
 }
 
-fn judge_delete(
-    cluster: &MemoryCluster,
-    live: &ObjectMeta,
-    options: &DeleteOptions,
-) -> Option<String> {
+fn judge_delete(state: &State, live: &ObjectMeta, options: &DeleteOptions) -> Option<String> {
     if options.precondition_uid.as_ref().is_some_and(|u| *u != live.uid)
         || options
             .precondition_resource_version
@@ -280,7 +399,7 @@ fn judge_delete(
         return Some("DELETE of an object without owner references".into());
     }
     let classes: Vec<Class> =
-        live.owner_references.iter().map(|r| classify(cluster, live, r)).collect();
+        live.owner_references.iter().map(|r| classify(state, live, r)).collect();
     if classes.contains(&Class::Solid) {
         return Some("DELETE of an object with a live owner".into());
     }
@@ -307,7 +426,7 @@ fn judge_delete(
 }
 
 fn judge_patch(
-    cluster: &MemoryCluster,
+    state: &State,
     graph: &Graph,
     live: &ObjectMeta,
     next: &ObjectMeta,
@@ -316,7 +435,7 @@ fn judge_patch(
     let count =
         |m: &ObjectMeta, uid: &str| m.owner_references.iter().filter(|r| r.uid == uid).count();
     let classes: Vec<(String, Class)> =
-        live.owner_references.iter().map(|r| (r.uid.clone(), classify(cluster, live, r))).collect();
+        live.owner_references.iter().map(|r| (r.uid.clone(), classify(state, live, r))).collect();
     let class_of = |uid: &str| classes.iter().find(|(u, _)| u == uid).map(|(_, c)| *c);
     for r in &next.owner_references {
         if count(next, &r.uid) > count(live, &r.uid) {
@@ -367,7 +486,7 @@ fn judge_patch(
             && classes.iter().all(|(_, c)| *c != Class::Invalid);
         // The memory of orphaned owners removes a reference only once its owner is gone.
         let orphaned_and_gone = class == Class::Dangling && orphaned.contains(&r.uid);
-        if !dangling_beside_solid && !is_orphaning(cluster, r) && !orphaned_and_gone {
+        if !dangling_beside_solid && !is_orphaning(state, r) && !orphaned_and_gone {
             return Some(format!(
                 "patch removes the {class:?} reference to {} (a solid owner: {has_solid})",
                 r.uid
@@ -390,7 +509,7 @@ fn judge_patch(
         // has delivered yet (its resource's watcher lags the owner's) is upstream's own race,
         // not a departure.
         if f == FINALIZER_ORPHAN {
-            let left = observed_dependents(cluster, graph, &live.uid, false);
+            let left = observed_dependents(state, graph, &live.uid, false);
             if !left.is_empty() {
                 return Some(format!(
                     "patch removes orphan while dependents {left:?} still reference it"
@@ -398,7 +517,7 @@ fn judge_patch(
             }
             orphaned.insert(live.uid.clone());
         } else if f == FINALIZER_DELETE_DEPENDENTS {
-            let left = observed_dependents(cluster, graph, &live.uid, true);
+            let left = observed_dependents(state, graph, &live.uid, true);
             if !left.is_empty() {
                 return Some(format!("patch removes foregroundDeletion while {left:?} block it"));
             }
@@ -413,86 +532,26 @@ fn judge_patch(
 /// the live object with that UID is being deleted with the orphan finalizer. Upstream's graph
 /// keys owners by UID, so this holds whatever namespace the reference resolves to (a
 /// cluster-scoped dependent's reference to a namespaced owner included).
-fn is_orphaning(cluster: &MemoryCluster, r: &OwnerReference) -> bool {
-    cluster
+fn is_orphaning(state: &State, r: &OwnerReference) -> bool {
+    state
         .objects()
         .into_iter()
         .any(|(_, o)| o.uid == r.uid && o.deletion_timestamp && o.has_finalizer(FINALIZER_ORPHAN))
 }
 
-struct World {
-    cluster: Arc<MemoryCluster>,
-    ingester: Ingester,
-    collector: Collector<MemoryCluster>,
-    changes: Arc<GraphChanges>,
-    /// Watch events not yet delivered to the graph.
-    undelivered: Vec<Event>,
-    user: Arc<AtomicBool>,
-    oracle: Arc<Mutex<OracleState>>,
+/// What users and other controllers do between the collector's steps (and, interjected,
+/// between its calls), and the UIDs they have used: shared with the hook that interjects.
+struct Users {
     slots: Vec<(Resource, &'static str)>,
     /// Per slot, the UIDs it has had (the last is current if the object exists).
     uids: Vec<Vec<String>>,
     next_uid: u64,
 }
 
-impl World {
-    fn new(options: CollectorOptions) -> World {
-        let cluster = Arc::new(MemoryCluster::new());
-        let slots = slots();
-        for (res, _) in &slots {
-            if *res == widgets() {
-                cluster.register_custom(res.clone());
-            } else {
-                cluster.register(res.clone());
-            }
-        }
-        let user = Arc::new(AtomicBool::new(false));
-        let oracle = Arc::new(Mutex::new(OracleState::default()));
-        let graph = Arc::new(Graph::new(2).unwrap());
-        {
-            let (user, oracle, graph) = (user.clone(), oracle.clone(), graph.clone());
-            cluster.on_call(move |cluster, call| {
-                if !user.load(Ordering::SeqCst) {
-                    let mut state = oracle.lock();
-                    if let Some(v) = judge(cluster, &graph, call, &mut state.orphaned) {
-                        let calls = cluster.calls();
-                        let recent: Vec<String> = calls
-                            .iter()
-                            .skip(calls.len().saturating_sub(6))
-                            .map(|c| match &c.request {
-                                Request::Get | Request::List { .. } => c.action(),
-                                Request::Patch(p) => format!("{} {}", c.action(), p.body),
-                                Request::Delete(o) => format!("{} {o:?}", c.action()),
-                            })
-                            .collect();
-                        state.violations.push(format!("{v}\n  calls before: {recent:#?}"));
-                    }
-                }
-                None
-            });
-        }
-        let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
-        if options.early_collection {
-            collector.begin_warm_up();
-        }
-        let uids = vec![Vec::new(); slots.len()];
-        World {
-            ingester: Ingester::new(graph, 2),
-            cluster,
-            collector,
-            changes,
-            undelivered: Vec::new(),
-            user,
-            oracle,
-            slots,
-            uids,
-            next_uid: 1,
-        }
-    }
-
-    fn live(&self, slot: usize) -> Option<ObjectMeta> {
+impl Users {
+    fn live(&self, cluster: &MemoryCluster, slot: usize) -> Option<ObjectMeta> {
         let (res, name) = &self.slots[slot];
-        self.cluster.object(res, ns_of(res), name)
+        cluster.object(res, ns_of(res), name)
     }
 
     /// A reference to the object of slot `owner`, or `None` where the reference would race
@@ -503,9 +562,15 @@ impl World {
     /// there depends on its graph's lag, not on the live state, so the oracle could not judge
     /// it; the generator does not produce it. References made before the deletion began are
     /// still generated (events are delivered in order, so upstream would see them first).
-    fn owner_ref(&mut self, owner: usize, block: bool, current: bool) -> Option<OwnerReference> {
+    fn owner_ref(
+        &mut self,
+        cluster: &MemoryCluster,
+        owner: usize,
+        block: bool,
+        current: bool,
+    ) -> Option<OwnerReference> {
         let (res, name) = self.slots[owner].clone();
-        let uid = match (current, self.live(owner)) {
+        let uid = match (current, self.live(cluster, owner)) {
             (true, Some(o)) => o.uid,
             // A stale UID of this name if there is one, else one never used.
             _ => self.uids[owner].first().cloned().unwrap_or_else(|| {
@@ -513,7 +578,7 @@ impl World {
                 format!("00000000-0000-4000-8000-{:012}", self.next_uid)
             }),
         };
-        let racing = self.cluster.objects().into_iter().any(|(_, o)| {
+        let racing = cluster.objects().into_iter().any(|(_, o)| {
             o.uid == uid
                 && o.deletion_timestamp
                 && (o.has_finalizer(FINALIZER_ORPHAN)
@@ -529,14 +594,15 @@ impl World {
         })
     }
 
-    fn user_action(&mut self, op: &Op) {
-        self.user.store(true, Ordering::SeqCst);
+    /// Makes the change `op` describes (nothing for an op that is not a user's), through the
+    /// cluster's unrecorded helpers, so that a hook may call it too.
+    fn act(&mut self, cluster: &MemoryCluster, op: &Op) {
         match op {
-            Op::Create { slot, owners } if self.live(*slot).is_none() => {
+            Op::Create { slot, owners } if self.live(cluster, *slot).is_none() => {
                 let refs: Vec<OwnerReference> = owners
                     .iter()
                     .filter(|(o, _, _)| o != slot)
-                    .filter_map(|&(o, block, current)| self.owner_ref(o, block, current))
+                    .filter_map(|&(o, block, current)| self.owner_ref(cluster, o, block, current))
                     .collect();
                 self.next_uid += 1;
                 let uid = format!("00000000-0000-4000-8000-{:012}", self.next_uid);
@@ -548,15 +614,15 @@ impl World {
                     owner_references: refs,
                     ..ObjectMeta::default()
                 };
-                self.cluster.create(res, meta).unwrap();
+                cluster.create(res, meta).unwrap();
                 self.uids[*slot].push(uid);
             }
             Op::AddRef { slot, owner, block, repeat }
-                if slot != owner && self.live(*slot).is_some() =>
+                if slot != owner && self.live(cluster, *slot).is_some() =>
             {
-                if let Some(r) = self.owner_ref(*owner, *block, true) {
+                if let Some(r) = self.owner_ref(cluster, *owner, *block, true) {
                     let (res, name) = &self.slots[*slot];
-                    self.cluster.update_object(res, ns_of(res), name, |m| {
+                    cluster.update_object(res, ns_of(res), name, |m| {
                         if *repeat || m.owner_references.iter().all(|o| o.uid != r.uid) {
                             m.owner_references.push(r);
                         }
@@ -564,13 +630,13 @@ impl World {
                 }
             }
             Op::AddRefAs { slot, owner, named, current }
-                if slot != owner && owner != named && self.live(*slot).is_some() =>
+                if slot != owner && owner != named && self.live(cluster, *slot).is_some() =>
             {
-                let uid = self.owner_ref(*owner, false, *current).map(|r| r.uid);
-                if let (Some(uid), Some(r)) = (uid, self.owner_ref(*named, false, true)) {
+                let uid = self.owner_ref(cluster, *owner, false, *current).map(|r| r.uid);
+                if let (Some(uid), Some(r)) = (uid, self.owner_ref(cluster, *named, false, true)) {
                     let r = OwnerReference { uid, ..r };
                     let (res, name) = &self.slots[*slot];
-                    self.cluster.update_object(res, ns_of(res), name, |m| {
+                    cluster.update_object(res, ns_of(res), name, |m| {
                         if m.owner_references.iter().all(|o| o.uid != r.uid) {
                             m.owner_references.push(r);
                         }
@@ -579,7 +645,7 @@ impl World {
             }
             Op::RemoveRef { slot, index } => {
                 let (res, name) = &self.slots[*slot];
-                self.cluster.update_object(res, ns_of(res), name, |m| {
+                cluster.update_object(res, ns_of(res), name, |m| {
                     if *index < m.owner_references.len() {
                         m.owner_references.remove(*index);
                     }
@@ -590,17 +656,18 @@ impl World {
             // collector queued the owner for orphaning, and upstream's attemptToOrphan (which
             // does not re-read the owner) would then orphan its dependents too: an inherent
             // race of upstream's own lagging graph, not a departure of ours.
-            Op::Delete { slot, .. } if self.live(*slot).is_some_and(|m| m.deletion_timestamp) => {}
+            Op::Delete { slot, .. }
+                if self.live(cluster, *slot).is_some_and(|m| m.deletion_timestamp) => {}
             Op::Delete { slot, policy } => {
                 let (res, name) = &self.slots[*slot];
                 let options =
                     DeleteOptions { propagation_policy: *policy, ..DeleteOptions::default() };
-                let _ = block_on(self.cluster.delete(res, ns_of(res), name, &options));
+                let _ = cluster.delete_as_client(res, ns_of(res), name, &options);
             }
             Op::Finalizer { slot, add } => {
                 let (res, name) = &self.slots[*slot];
                 let add = *add;
-                self.cluster.update_object(res, ns_of(res), name, |m| {
+                cluster.update_object(res, ns_of(res), name, |m| {
                     if add && !m.deletion_timestamp && !m.has_finalizer(KEEP) {
                         m.finalizers.push(KEEP.to_owned());
                     } else if !add {
@@ -610,12 +677,162 @@ impl World {
             }
             _ => {}
         }
-        self.user.store(false, Ordering::SeqCst);
+    }
+}
+
+/// User actions waiting to be made just before one of the collector's next calls is served:
+/// (calls left to count, the action).
+type Meanwhile = Vec<(u8, Op)>;
+
+struct World {
+    cluster: Arc<MemoryCluster>,
+    /// The graph builder the watchers' notifications go through, as in the controller (its
+    /// resource stores, relist diffs and lagging-watcher notes included).
+    builder: GraphBuilder<MemoryCluster>,
+    /// Watch events not yet delivered to the graph.
+    undelivered: Vec<Event>,
+    /// Resources whose watcher broke (or relisted) and has not resumed.
+    behind: Vec<ObjectType>,
+    users: Arc<Mutex<Users>>,
+    meanwhile: Arc<Mutex<Meanwhile>>,
+    oracle: Arc<Mutex<OracleState>>,
+    slots: Vec<(Resource, &'static str)>,
+}
+
+impl World {
+    fn new(options: CollectorOptions) -> World {
+        let cluster = Arc::new(MemoryCluster::new());
+        let slots = slots();
+        for (res, _) in &slots {
+            if *res == widgets() {
+                cluster.register_custom(res.clone());
+            } else {
+                cluster.register(res.clone());
+            }
+        }
+        let users = Arc::new(Mutex::new(Users {
+            slots: slots.clone(),
+            uids: vec![Vec::new(); slots.len()],
+            next_uid: 1,
+        }));
+        let meanwhile = Arc::new(Mutex::new(Meanwhile::new()));
+        let oracle = Arc::new(Mutex::new(OracleState::default()));
+        let graph = Arc::new(Graph::new(2).unwrap());
+        {
+            let (users, meanwhile, oracle, graph) =
+                (users.clone(), meanwhile.clone(), oracle.clone(), graph.clone());
+            // Every call the cluster serves comes from the collector (users' changes are not
+            // recorded): first the user actions due before it, then the oracle's judgement.
+            cluster.on_call(move |cluster, call| {
+                let due: Vec<Op> = {
+                    let mut pending = meanwhile.lock();
+                    pending.iter_mut().for_each(|(n, _)| *n = n.saturating_sub(1));
+                    let (due, rest) = std::mem::take(&mut *pending)
+                        .into_iter()
+                        .partition::<Vec<_>, _>(|(n, _)| *n == 0);
+                    *pending = rest;
+                    due.into_iter().map(|(_, op)| op).collect()
+                };
+                for op in &due {
+                    users.lock().act(cluster, op);
+                }
+                let interjected = !due.is_empty();
+                let state = State::of(cluster);
+                let mut oracle = oracle.lock();
+                oracle.note_invalid(&state);
+                let OracleState { violations, orphaned, window, races, .. } = &mut *oracle;
+                if let Some(v) = judge(&state, &graph, call, orphaned) {
+                    if upstream_race(window, interjected, call, &graph, orphaned) {
+                        *races += 1;
+                    } else {
+                        let calls = cluster.calls();
+                        let recent: Vec<String> = calls
+                            .iter()
+                            .skip(calls.len().saturating_sub(6))
+                            .map(|c| match &c.request {
+                                Request::Get | Request::List { .. } => c.action(),
+                                Request::Patch(p) => format!("{} {}", c.action(), p.body),
+                                Request::Delete(o) => format!("{} {o:?}", c.action()),
+                            })
+                            .collect();
+                        let interjections: Vec<String> =
+                            due.iter().map(|op| format!("{op:?}")).collect();
+                        violations.push(format!(
+                            "{v}\n  calls before: {recent:#?}\n  user actions just before: {interjections:?}"
+                        ));
+                    }
+                }
+                window.push(Seen { call: Some(call.clone()), state, interjected });
+                None
+            });
+        }
+        let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
+        if options.early_collection {
+            collector.begin_warm_up();
+        }
+        World {
+            builder: GraphBuilder::new(Ingester::new(graph, 2), Arc::new(collector), changes),
+            cluster,
+            undelivered: Vec::new(),
+            behind: Vec::new(),
+            users,
+            meanwhile,
+            oracle,
+            slots,
+        }
     }
 
-    fn ingest(&mut self, events: &[Event]) {
-        let out = self.ingester.ingest(events);
-        self.collector.apply_ingest_output(out);
+    fn collector(&self) -> &Collector<MemoryCluster> {
+        self.builder.collector()
+    }
+
+    fn live(&self, slot: usize) -> Option<ObjectMeta> {
+        self.users.lock().live(&self.cluster, slot)
+    }
+
+    fn user_action(&mut self, op: &Op) {
+        self.users.lock().act(&self.cluster, op);
+        self.oracle.lock().note_invalid(&State::of(&self.cluster));
+    }
+
+    /// The watcher of the resource whose objects have type `ty`.
+    fn source(&self, ty: ObjectType) -> WatchSource {
+        let (res, _) = self.slots.iter().find(|(r, _)| r.object_type() == ty).unwrap();
+        WatchSource {
+            resource: format!("{}/{}", res.api_version(), res.resource),
+            object_type: ty,
+            generation: 1,
+        }
+    }
+
+    /// The watchers deliver `events`, in order, to the graph builder (with the virtual deletes
+    /// the workers left); a watcher behind whose events are now all delivered resumes (its
+    /// stream has paused).
+    fn deliver_events(&mut self, events: Vec<Event>) {
+        let mut batches: Vec<WatchBatch> = Vec::new();
+        for e in events {
+            let n = match e.event_type {
+                EventType::Delete => Notification::Deleted(e.object),
+                _ => Notification::Applied(e.object),
+            };
+            match batches.last_mut() {
+                Some(b) if b.source.object_type == e.object_type => b.notifications.push(n),
+                _ => batches.push(WatchBatch {
+                    source: self.source(e.object_type),
+                    notifications: vec![n],
+                }),
+            }
+        }
+        let undelivered = &self.undelivered;
+        let (back, still): (Vec<ObjectType>, Vec<ObjectType>) = std::mem::take(&mut self.behind)
+            .into_iter()
+            .partition(|ty| undelivered.iter().all(|e| e.object_type != *ty));
+        self.behind = still;
+        for ty in back {
+            let source = self.source(ty);
+            batches.push(WatchBatch { source, notifications: vec![Notification::Resumed] });
+        }
+        self.builder.ingest(batches);
     }
 
     /// Delivers the first `count` undelivered watch events.
@@ -623,35 +840,63 @@ impl World {
         self.undelivered.extend(self.cluster.take_watch_events());
         let count = count.min(self.undelivered.len());
         let batch: Vec<Event> = self.undelivered.drain(..count).collect();
-        if !batch.is_empty() {
-            self.ingest(&batch);
+        self.deliver_events(batch);
+    }
+
+    /// The watch of `slot`'s resource breaks. With `relist`, its watcher lists again (a 410
+    /// Gone): the events it had not delivered are lost, the list shows what is live now, and
+    /// the store turns what it emitted and the list lacks into deletes. Without, the watch
+    /// resumes from the last version delivered and its events still come.
+    fn break_watch(&mut self, slot: usize, relist: bool) {
+        self.undelivered.extend(self.cluster.take_watch_events());
+        let res = self.slots[slot].0.clone();
+        let ty = res.object_type();
+        let mut notifications = vec![Notification::Interrupted];
+        if relist {
+            self.undelivered.retain(|e| e.object_type != ty);
+            notifications.push(Notification::ListStarted);
+            notifications.extend(
+                self.cluster
+                    .objects()
+                    .into_iter()
+                    .filter(|(r, _)| *r == res)
+                    .map(|(_, m)| Notification::Listed(m)),
+            );
+            notifications.push(Notification::ListDone);
         }
+        if !self.behind.contains(&ty) {
+            self.behind.push(ty);
+        }
+        let source = self.source(ty);
+        self.builder.ingest(vec![WatchBatch { source, notifications }]);
     }
 
     /// Feeds the collector's virtual delete events back into the graph.
     fn apply_graph_changes(&mut self) {
-        if !self.changes.is_empty() {
-            let events = self.changes.drain(usize::MAX);
-            self.ingest(&events);
+        if !self.builder.graph_changes().is_empty() {
+            self.builder.ingest(Vec::new());
         }
     }
 
-    /// Runs up to `n` items of one queue; returns how many ran.
+    /// Runs up to `n` items of one queue; returns how many ran. Each item starts a new window
+    /// of the oracle (see [`upstream_race`]).
     fn work(&mut self, n: usize, orphan: bool) -> usize {
         for i in 0..n {
             self.apply_graph_changes();
+            let collector = self.collector();
             let queue = if orphan {
-                self.collector.attempt_to_orphan_queue()
+                collector.attempt_to_orphan_queue()
             } else {
-                self.collector.attempt_to_delete_queue()
+                collector.attempt_to_delete_queue()
             };
             if queue.is_empty() {
                 return i;
             }
+            self.oracle.lock().begin_item(State::of(&self.cluster));
             if orphan {
-                block_on(self.collector.process_attempt_to_orphan_worker());
+                block_on(collector.process_attempt_to_orphan_worker());
             } else {
-                block_on(self.collector.process_attempt_to_delete_worker());
+                block_on(collector.process_attempt_to_delete_worker());
             }
         }
         n
@@ -677,58 +922,67 @@ impl World {
                 // The rest keeps its order within each resource.
                 self.undelivered = others;
                 self.undelivered.extend(mine);
-                if !batch.is_empty() {
-                    self.ingest(&batch);
-                }
+                self.deliver_events(batch);
             }
             Op::Work { n, orphan } => {
                 self.work(usize::from(*n), *orphan);
             }
             Op::FinishWarmUp => {
-                if self.collector.is_warming_up() {
+                if self.collector().is_warming_up() {
                     self.deliver(usize::MAX);
-                    self.collector.finish_warm_up();
+                    self.collector().finish_warm_up();
                 }
             }
             Op::Prove { listed } => {
                 if *listed {
                     for (res, _) in &self.slots {
-                        self.collector.note_listed(res.object_type(), self.slots.len());
+                        self.collector().note_listed(res.object_type(), self.slots.len());
                     }
                 }
                 self.prove();
             }
+            Op::Meanwhile { calls, op } => self.meanwhile.lock().push((*calls, (**op).clone())),
+            Op::BreakWatch { slot, relist } => self.break_watch(*slot, *relist),
             _ => self.user_action(op),
         }
     }
 
     /// One round of absence proofs, settling at once.
     fn prove(&mut self) -> usize {
-        let round = block_on(self.collector.prove_absences(ProofWaits::NONE));
+        self.oracle.lock().begin_item(State::of(&self.cluster));
+        let round = block_on(self.collector().prove_absences(ProofWaits::NONE));
         round.lists + round.handed_back
     }
 
     /// Other controllers finish (their finalizers go), everything is delivered and the workers
     /// run until nothing is left to do (bounded). Returns whether they became idle.
     fn settle(&mut self) -> bool {
+        // User actions still waiting are made during a first round of the workers, on what
+        // the history left; then the users stop.
+        self.deliver(usize::MAX);
+        self.work(50, false);
+        self.work(50, true);
+        self.meanwhile.lock().clear();
         for slot in 0..self.slots.len() {
             self.user_action(&Op::Finalizer { slot, add: false });
         }
-        if self.collector.is_warming_up() {
+        if self.collector().is_warming_up() {
             self.deliver(usize::MAX);
-            self.collector.finish_warm_up();
+            self.collector().finish_warm_up();
         }
         for _ in 0..200 {
             self.deliver(usize::MAX);
             let ran = self.work(50, false) + self.work(50, true) + self.prove();
             self.deliver(usize::MAX);
             self.apply_graph_changes();
+            let collector = self.collector();
             if ran == 0
-                && self.collector.pending_proofs() == 0
+                && collector.pending_proofs() == 0
                 && self.undelivered.is_empty()
-                && self.changes.is_empty()
-                && self.collector.attempt_to_delete_queue().is_empty()
-                && self.collector.attempt_to_orphan_queue().is_empty()
+                && self.behind.is_empty()
+                && self.builder.graph_changes().is_empty()
+                && collector.attempt_to_delete_queue().is_empty()
+                && collector.attempt_to_orphan_queue().is_empty()
             {
                 return true;
             }
@@ -740,36 +994,42 @@ impl World {
     /// workers are idle), and no garbage left (an object whose owners are all absent) unless
     /// it refers to an owner the collector orphaned.
     fn liveness(&self) -> Vec<String> {
-        let orphaned = self.oracle.lock().orphaned.clone();
+        let (orphaned, ever_invalid) = {
+            let oracle = self.oracle.lock();
+            (oracle.orphaned.clone(), oracle.ever_invalid.clone())
+        };
+        let state = State::of(&self.cluster);
         let mut problems = Vec::new();
-        for (res, m) in self.cluster.objects() {
+        for (res, m) in state.objects() {
             // foregroundDeletion's condition is that no live dependent blocks it (one that
             // upstream can never delete, a cluster-scoped dependent's invalid reference, keeps
             // it for ever, upstream too); orphan's is always met once the workers are idle.
-            let blocked = !live_dependents(&self.cluster, &m.uid, true).is_empty();
+            let blocked = !live_dependents(&state, &m.uid, true).is_empty();
             for f in [FINALIZER_ORPHAN, FINALIZER_DELETE_DEPENDENTS] {
                 if m.has_finalizer(f) && !(f == FINALIZER_DELETE_DEPENDENTS && blocked) {
                     problems.push(format!(
                         "{}/{} keeps {f}: {}",
                         res.resource,
                         m.name,
-                        describe(&self.cluster, &m)
+                        describe(&state, &m)
                     ));
                 }
             }
             // An object being deleted is not garbage left: its deletion has begun (a
-            // foreground one may wait for ever on a dependent upstream never deletes).
+            // foreground one may wait for ever on a dependent upstream never deletes). Nor is
+            // one upstream may have forgotten for an invalid reference (see `note_invalid`).
             let garbage = !m.deletion_timestamp
+                && !ever_invalid.contains(&m.uid)
                 && !m.owner_references.is_empty()
                 && m.owner_references.iter().all(|r| {
-                    classify(&self.cluster, &m, r) == Class::Dangling && !orphaned.contains(&r.uid)
+                    classify(&state, &m, r) == Class::Dangling && !orphaned.contains(&r.uid)
                 });
             if garbage {
                 problems.push(format!(
                     "garbage {}/{} left: {}",
                     res.resource,
                     m.name,
-                    describe(&self.cluster, &m)
+                    describe(&state, &m)
                 ));
             }
         }
@@ -990,4 +1250,86 @@ fn references_across_namespaces_or_identities_are_dangling() {
     for (slot, what) in [(7, "ConfigMap"), (0, "Deployment"), (4, "Pod")] {
         assert!(world.live(slot).is_some(), "the {what} named went");
     }
+}
+
+/// Found by the interjected user actions: a ReplicaSet names a Node twice, and the Node's
+/// foreground deletion begins between the reads of the two references. Read per reference, as
+/// upstream reads, the Node was solid and waiting at once, and the patch that removes waiting
+/// references beside a solid one (by UID) stripped the ReplicaSet of the Node it had just
+/// found solid. Each owner is now read once per decision.
+#[test]
+fn a_repeated_owner_is_read_once_per_decision() {
+    let ops = [
+        create(5, &[]),
+        create(4, &[]),
+        Op::Meanwhile {
+            calls: 2,
+            op: Box::new(Op::Delete { slot: 5, policy: Some(PropagationPolicy::Foreground) }),
+        },
+        create(1, &[(5, false), (5, false)]),
+        Op::AddRefAs { slot: 1, owner: 4, named: 0, current: false },
+    ];
+    run(&ops, false).unwrap();
+}
+
+/// Upstream's race, accepted as such: the graph's copy of a Deployment is current (its patch
+/// is pinned to that version), its Node owner is read solid, and the Node's foreground
+/// deletion begins before the patch that removes the Deployment's dangling reference beside
+/// it. On the live state upstream would now delete in the foreground; on what it read, it
+/// makes this same patch, unpinned, as kube-gc does.
+#[test]
+fn an_owner_changed_after_its_read_is_upstreams_race() {
+    let ops = [
+        create(5, &[]),
+        create(0, &[(1, false), (5, false)]),
+        Op::Meanwhile {
+            calls: 3,
+            op: Box::new(Op::Delete { slot: 5, policy: Some(PropagationPolicy::Foreground) }),
+        },
+        Op::FinishWarmUp,
+        Op::Work { n: 1, orphan: false },
+        Op::Prove { listed: false },
+        Op::Work { n: 1, orphan: false },
+    ];
+    let world = run_world(&ops, true).unwrap();
+    assert!(world.oracle.lock().races > 0, "the patch raced the Node's deletion");
+}
+
+/// Liveness as upstream has it: a Node names a Pod (an invalid reference, for which upstream
+/// forgets the item) and itself under the Deployment's UID; the Pod is orphaned, which removes
+/// the invalid reference, and nothing queues the Node again (upstream neither). The Node may
+/// stay; the oracle no longer counts it as garbage left.
+#[test]
+fn an_object_forgotten_for_an_invalid_reference_may_stay() {
+    let ops = [
+        create(3, &[]),
+        create(5, &[(3, false)]),
+        create(0, &[]),
+        Op::Delete { slot: 3, policy: Some(PropagationPolicy::Orphan) },
+        Op::AddRefAs { slot: 5, owner: 0, named: 5, current: false },
+    ];
+    run(&ops, false).unwrap();
+}
+
+/// A relist: the Deployment is deleted while its watch is down, the delete event is lost with
+/// the broken watch, and the relist's diff against what the store emitted brings it back; the
+/// ReplicaSet it owned is collected. The Pod whose owner's watch only broke (no relist) keeps
+/// its owner.
+#[test]
+fn a_delete_missed_by_a_broken_watch_comes_back_with_the_relist() {
+    let ops = [
+        create(0, &[]),
+        create(1, &[(0, false)]),
+        Op::Create { slot: 2, owners: vec![] },
+        Op::Create { slot: 3, owners: vec![(2, false, true)] },
+        Op::Deliver { per_256: 255 },
+        Op::Deliver { per_256: 255 },
+        Op::Delete { slot: 0, policy: None },
+        Op::BreakWatch { slot: 0, relist: true },
+        Op::BreakWatch { slot: 2, relist: false },
+        Op::Work { n: 10, orphan: false },
+    ];
+    let world = run_world(&ops, false).unwrap();
+    assert!(world.live(1).is_none(), "the ReplicaSet of the Deployment deleted unseen stays");
+    assert!(world.live(3).is_some(), "the Pod of a live ReplicaSet went");
 }
