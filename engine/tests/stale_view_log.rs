@@ -20,8 +20,9 @@
 //! issue's fixes are kept below as plain tests.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
+use futures::FutureExt;
 use futures::executor::block_on;
 use kube_gc_engine::builder::{GraphBuilder, Notification, WatchBatch, WatchSource};
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
@@ -115,6 +116,8 @@ enum Op {
     Prove { listed: bool },
     /// A user action (`op`, one of the above) made just before the collector's `calls`-th
     /// next call is served: between a worker's read and its write, or between two writes.
+    /// With `op` a [`Op::Work`], another worker's item runs there instead (before the first
+    /// write from that call on), to its end: concurrent workers.
     Meanwhile { calls: u8, op: Box<Op> },
     /// The watch of the `slot`'s resource breaks; with `relist`, its watcher lists again
     /// (events not delivered are lost; the list's diff against what the store emitted makes
@@ -154,7 +157,11 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1..6u8, prop::bool::weighted(0.3)).prop_map(|(n, orphan)| Op::Work { n, orphan }),
         1 => Just(Op::FinishWarmUp),
         2 => any::<bool>().prop_map(|listed| Op::Prove { listed }),
-        4 => (1..4u8, user_op()).prop_map(|(calls, op)| Op::Meanwhile { calls, op: Box::new(op) }),
+        4 => (1..4u8, prop_oneof![
+            4 => user_op(),
+            1 => any::<bool>().prop_map(|orphan| Op::Work { n: 1, orphan }),
+        ])
+        .prop_map(|(calls, op)| Op::Meanwhile { calls, op: Box::new(op) }),
         2 => (0..n, any::<bool>()).prop_map(|(slot, relist)| Op::BreakWatch { slot, relist }),
     ]
 }
@@ -172,6 +179,8 @@ struct OracleState {
     ever_invalid: HashSet<String>,
     /// The collector's calls since the current worker item (or round of proofs) began.
     window: Vec<Seen>,
+    /// The windows of the items another worker's item interrupted, innermost last.
+    interrupted: Vec<Vec<Seen>>,
     /// Writes the live state refuses that upstream makes too, racing the user's change (see
     /// [`upstream_race`]).
     races: usize,
@@ -204,6 +213,17 @@ impl OracleState {
     fn begin_item(&mut self, state: State) {
         self.window.clear();
         self.window.push(Seen { call: None, state, interjected: false });
+    }
+
+    /// Another worker's item starts while the current one waits on a call.
+    fn begin_other_item(&mut self, state: State) {
+        self.interrupted.push(std::mem::take(&mut self.window));
+        self.begin_item(state);
+    }
+
+    /// The other worker's item has ended: back to the one it interrupted.
+    fn end_other_item(&mut self) {
+        self.window = self.interrupted.pop().unwrap_or_default();
     }
 }
 
@@ -680,6 +700,36 @@ impl Users {
     }
 }
 
+/// Another worker's item, run to its end while a worker is about to make a write: the
+/// workers' calls interleave as concurrent workers' do. The in-memory server answers at once,
+/// so the item completes in one poll (`block_on` would not nest).
+fn other_worker(
+    collector: &Collector<MemoryCluster>,
+    cluster: &MemoryCluster,
+    oracle: &Mutex<OracleState>,
+    orphan: bool,
+) {
+    let queue = if orphan {
+        collector.attempt_to_orphan_queue()
+    } else {
+        collector.attempt_to_delete_queue()
+    };
+    if queue.is_empty() {
+        return;
+    }
+    oracle.lock().begin_other_item(State::of(cluster));
+    let done = if orphan {
+        collector.process_attempt_to_orphan_worker().now_or_never()
+    } else {
+        collector.process_attempt_to_delete_worker().now_or_never()
+    };
+    let mut oracle = oracle.lock();
+    oracle.end_other_item();
+    if done.is_none() {
+        oracle.violations.push("another worker's item did not complete at once".into());
+    }
+}
+
 /// User actions waiting to be made just before one of the collector's next calls is served:
 /// (calls left to count, the action).
 type Meanwhile = Vec<(u8, Op)>;
@@ -718,23 +768,44 @@ impl World {
         let meanwhile = Arc::new(Mutex::new(Meanwhile::new()));
         let oracle = Arc::new(Mutex::new(OracleState::default()));
         let graph = Arc::new(Graph::new(2).unwrap());
+        // The collector, for the other workers' items the hook runs (weak: the cluster's hook
+        // must not keep the collector, which holds the cluster, alive).
+        let other_workers: Arc<OnceLock<Weak<Collector<MemoryCluster>>>> = Arc::default();
         {
-            let (users, meanwhile, oracle, graph) =
-                (users.clone(), meanwhile.clone(), oracle.clone(), graph.clone());
+            let (users, meanwhile, oracle, graph, other_workers) = (
+                users.clone(),
+                meanwhile.clone(),
+                oracle.clone(),
+                graph.clone(),
+                other_workers.clone(),
+            );
             // Every call the cluster serves comes from the collector (users' changes are not
-            // recorded): first the user actions due before it, then the oracle's judgement.
+            // recorded): first the actions due before it (users', or another worker's item),
+            // then the oracle's judgement.
             cluster.on_call(move |cluster, call| {
+                let write = matches!(call.request, Request::Patch(_) | Request::Delete(_));
                 let due: Vec<Op> = {
                     let mut pending = meanwhile.lock();
                     pending.iter_mut().for_each(|(n, _)| *n = n.saturating_sub(1));
+                    // Another worker's item runs only before a write: a worker waiting on a GET
+                    // is not interrupted (its read may be shared, in flight).
                     let (due, rest) = std::mem::take(&mut *pending)
                         .into_iter()
-                        .partition::<Vec<_>, _>(|(n, _)| *n == 0);
+                        .partition::<Vec<_>, _>(|(n, op)| {
+                            *n == 0 && (write || !matches!(op, Op::Work { .. }))
+                        });
                     *pending = rest;
                     due.into_iter().map(|(_, op)| op).collect()
                 };
                 for op in &due {
-                    users.lock().act(cluster, op);
+                    match op {
+                        Op::Work { orphan, .. } => {
+                            if let Some(collector) = other_workers.get().and_then(Weak::upgrade) {
+                                other_worker(&collector, cluster, &oracle, *orphan);
+                            }
+                        }
+                        _ => users.lock().act(cluster, op),
+                    }
                 }
                 let interjected = !due.is_empty();
                 let state = State::of(cluster);
@@ -758,7 +829,7 @@ impl World {
                         let interjections: Vec<String> =
                             due.iter().map(|op| format!("{op:?}")).collect();
                         violations.push(format!(
-                            "{v}\n  calls before: {recent:#?}\n  user actions just before: {interjections:?}"
+                            "{v}\n  calls before: {recent:#?}\n  made just before: {interjections:?}"
                         ));
                     }
                 }
@@ -770,8 +841,10 @@ impl World {
         if options.early_collection {
             collector.begin_warm_up();
         }
+        let collector = Arc::new(collector);
+        let _ = other_workers.set(Arc::downgrade(&collector));
         World {
-            builder: GraphBuilder::new(Ingester::new(graph, 2), Arc::new(collector), changes),
+            builder: GraphBuilder::new(Ingester::new(graph, 2), collector, changes),
             cluster,
             undelivered: Vec::new(),
             behind: Vec::new(),
@@ -1043,19 +1116,30 @@ fn run(ops: &[Op], early: bool) -> Result<(), TestCaseError> {
 
 /// [`run`], returning the settled world.
 fn run_world(ops: &[Op], early: bool) -> Result<World, TestCaseError> {
-    let options = CollectorOptions {
-        read_items_from_graph: true,
-        skip_observed_verification: true,
-        garbage_first: true,
-        early_collection: early,
-        bulk_absence_proof: true,
-    };
-    let mut world = World::new(options);
+    let mut world = World::new(controller_options(early));
     for op in ops {
         world.step(op);
         let violations = std::mem::take(&mut world.oracle.lock().violations);
         prop_assert!(violations.is_empty(), "after {op:?}: {violations:#?}");
     }
+    settled(world)
+}
+
+/// The shortcuts the controller turns on.
+fn controller_options(early: bool) -> CollectorOptions {
+    CollectorOptions {
+        read_items_from_graph: true,
+        skip_observed_verification: true,
+        garbage_first: true,
+        early_collection: early,
+        bulk_absence_proof: true,
+    }
+}
+
+/// Settles `world` and checks it: no write refused, the workers idle, liveness.
+fn settled(mut world: World) -> Result<World, TestCaseError> {
+    let violations = std::mem::take(&mut world.oracle.lock().violations);
+    prop_assert!(violations.is_empty(), "before settling: {violations:#?}");
     let idle = world.settle();
     let violations = std::mem::take(&mut world.oracle.lock().violations);
     prop_assert!(violations.is_empty(), "while settling: {violations:#?}");
@@ -1332,4 +1416,49 @@ fn a_delete_missed_by_a_broken_watch_comes_back_with_the_relist() {
     let world = run_world(&ops, false).unwrap();
     assert!(world.live(1).is_none(), "the ReplicaSet of the Deployment deleted unseen stays");
     assert!(world.live(3).is_some(), "the Pod of a live ReplicaSet went");
+}
+
+/// Concurrent workers: while the attemptToOrphan worker is about to remove the orphaned
+/// Deployment's reference from its ReplicaSet, an attemptToDelete worker's item runs to its
+/// end and deletes a ReplicaSet whose Pod owner was deleted; the orphaning then goes on.
+#[test]
+fn another_workers_item_runs_between_a_read_and_a_write() {
+    let mut world = World::new(controller_options(false));
+    for op in [create(0, &[]), create(1, &[(0, false)]), create(3, &[]), create(2, &[(3, false)])] {
+        world.step(&op);
+    }
+    world.deliver(usize::MAX);
+    world.step(&Op::Delete { slot: 3, policy: None });
+    world.step(&Op::Delete { slot: 0, policy: Some(PropagationPolicy::Orphan) });
+    world.deliver(usize::MAX);
+    world.cluster.take_calls();
+    world.step(&Op::Meanwhile { calls: 1, op: Box::new(Op::Work { n: 1, orphan: false }) });
+    world.step(&Op::Work { n: 1, orphan: true });
+    let calls: Vec<String> = world
+        .cluster
+        .take_calls()
+        .iter()
+        .map(|c| format!("{:?} {}/{}", c.verb(), c.resource.resource, c.name))
+        .collect();
+    // A call is recorded before the hooks consulted on it run: the other worker's DELETE is
+    // recorded after the PATCH it was made before.
+    assert_eq!(
+        calls,
+        [
+            "Get deployments/d",
+            "Patch replicasets/r1",
+            "Delete replicasets/r2",
+            "Get deployments/d",
+            "Patch deployments/d"
+        ],
+        "the other worker's item ran inside the orphaning"
+    );
+    world.undelivered.extend(world.cluster.take_watch_events());
+    let served: Vec<String> =
+        world.undelivered.iter().map(|e| format!("{:?} {}", e.event_type, e.object.name)).collect();
+    assert_eq!(served[..2], ["Delete r2", "Update r1"], "served in this order");
+    let world = settled(world).unwrap();
+    let r1 = world.live(1).expect("the orphaned ReplicaSet went");
+    assert!(r1.owner_references.is_empty(), "{r1:?}");
+    assert!(world.live(2).is_none(), "the ReplicaSet of a deleted Pod stays");
 }

@@ -97,6 +97,7 @@
 //! ```
 
 use std::fmt;
+use std::sync::Arc;
 
 use kube_gc_engine::cluster::{ClusterError, Resource, WarningEvent};
 use kube_gc_engine::identity::ObjectType;
@@ -136,7 +137,7 @@ pub struct ResourceOptions {
 }
 
 /// A hook consulted on every call; see [`MemoryCluster::on_call`].
-type Hook = Box<dyn Fn(&MemoryCluster, &Call) -> Option<ClusterError> + Send + Sync>;
+type Hook = Arc<dyn Fn(&MemoryCluster, &Call) -> Option<ClusterError> + Send + Sync>;
 
 /// An in-memory API server for tests; see the [module documentation](self).
 pub struct MemoryCluster {
@@ -340,14 +341,15 @@ impl MemoryCluster {
     /// order hooks were added: the first to return an error fails the call with it. A hook may
     /// change the cluster through the non-recording helpers ([`update_object`](Self::update_object),
     /// [`create`](Self::create), [`delete_object`](Self::delete_object),
-    /// [`delete_as_client`](Self::delete_as_client), …), e.g. to bump an
-    /// object's resourceVersion before a DELETE; it must not call the [`Cluster`](kube_gc_engine::Cluster) methods
-    /// (hooks run under their own lock, which is not reentrant).
+    /// [`delete_as_client`](Self::delete_as_client), …), e.g. to bump an object's
+    /// resourceVersion before a DELETE. It may also make calls of its own through the
+    /// [`Cluster`](kube_gc_engine::Cluster) methods (another client's, or another worker's):
+    /// those are recorded and consult the hooks in turn, this one included.
     pub fn on_call(
         &self,
         hook: impl Fn(&MemoryCluster, &Call) -> Option<ClusterError> + Send + Sync + 'static,
     ) {
-        self.hooks.lock().push(Box::new(hook));
+        self.hooks.lock().push(Arc::new(hook));
     }
 
     /// Removes every hook and pending fault.

@@ -26,7 +26,8 @@ impl MemoryCluster {
         if let Some(error) = fault {
             return Err(error);
         }
-        let hooks = self.hooks.lock();
+        // Called outside the lock: a hook may make calls of its own.
+        let hooks = self.hooks.lock().clone();
         match hooks.iter().find_map(|hook| hook(self, &call)) {
             Some(error) => Err(error),
             None => Ok(()),

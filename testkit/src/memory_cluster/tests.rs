@@ -1,3 +1,4 @@
+use futures::FutureExt;
 use futures::executor::block_on;
 use serde_json::json;
 
@@ -421,6 +422,29 @@ fn hook_can_make_the_resource_version_stale_before_a_delete() {
     assert!(block_on(cluster.get(&pods(), "ns1", "pod")).is_ok());
     let delete = &cluster.calls()[0];
     assert_eq!(delete.delete_options(), Some(&options));
+}
+
+#[test]
+fn a_hook_may_make_calls_of_its_own() {
+    let cluster = MemoryCluster::new();
+    cluster.create(&pods(), meta("a", "1", &[], &[])).unwrap();
+    cluster.create(&pods(), meta("b", "2", &[], &[])).unwrap();
+    cluster.on_call(|cluster, call| {
+        if call.verb() == Verb::Get && call.name == "a" {
+            // The in-memory server answers at once (block_on does not nest).
+            let options = DeleteOptions::default();
+            let deleted = cluster.delete(&pods(), "ns1", "b", &options).now_or_never();
+            assert_eq!(deleted, Some(Ok(())));
+        }
+        None
+    });
+    assert!(block_on(cluster.get(&pods(), "ns1", "a")).is_ok());
+    assert!(cluster.object(&pods(), "ns1", "b").is_none(), "the hook's DELETE was served");
+    let actions = cluster.take_actions();
+    assert_eq!(
+        actions,
+        ["get /v1, Resource=pods ns=ns1 name=a", "delete /v1, Resource=pods ns=ns1 name=b"]
+    );
 }
 
 #[test]
