@@ -181,8 +181,8 @@ struct OracleState {
     window: Vec<Seen>,
     /// The windows of the items another worker's item interrupted, innermost last.
     interrupted: Vec<Vec<Seen>>,
-    /// Writes the live state refuses that upstream makes too, racing the user's change (see
-    /// [`upstream_race`]).
+    /// Writes the live state refuses that upstream makes too, racing a change made during the
+    /// item (see [`upstream_race`]).
     races: usize,
 }
 
@@ -191,7 +191,7 @@ struct OracleState {
 struct Seen {
     call: Option<Call>,
     state: State,
-    /// Whether a user changed the cluster just before the call.
+    /// Whether a user, or another worker's item, changed the cluster just before the call.
     interjected: bool,
 }
 
@@ -227,14 +227,15 @@ impl OracleState {
     }
 }
 
-/// Whether a write the live state refuses is one upstream makes too, racing a user. Upstream
+/// Whether a write the live state refuses is one upstream makes too, racing a user (or
+/// another worker). Upstream
 /// decides on what it read (the object, then its owners) and some of its writes carry no
 /// resourceVersion (an ownerReference patch, a DELETE retried with the UID precondition
 /// only), so a change made between those reads and the write can leave a write upstream's
 /// decision on the live object would not make. kube-gc pins the object's version where it
 /// decided from the graph's copy, but an owner can change after it was read, as upstream's
-/// can. So a write is accepted exactly as upstream's when a user changed the cluster after the
-/// item's read of the object (its last GET of it, or the item's start when it decided from the
+/// can. So a write is accepted exactly as upstream's when a user (or another worker's item)
+/// changed the cluster after the item's read of the object (its last GET of it, or the item's start when it decided from the
 /// graph's copy) and the write is upstream's on the cluster as it was at that read or at one
 /// of the worker's calls after it.
 fn upstream_race(
@@ -702,20 +703,20 @@ impl Users {
 
 /// Another worker's item, run to its end while a worker is about to make a write: the
 /// workers' calls interleave as concurrent workers' do. The in-memory server answers at once,
-/// so the item completes in one poll (`block_on` would not nest).
+/// so the item completes in one poll (`block_on` would not nest). Returns whether an item ran.
 fn other_worker(
     collector: &Collector<MemoryCluster>,
     cluster: &MemoryCluster,
     oracle: &Mutex<OracleState>,
     orphan: bool,
-) {
+) -> bool {
     let queue = if orphan {
         collector.attempt_to_orphan_queue()
     } else {
         collector.attempt_to_delete_queue()
     };
     if queue.is_empty() {
-        return;
+        return false;
     }
     oracle.lock().begin_other_item(State::of(cluster));
     let done = if orphan {
@@ -728,6 +729,7 @@ fn other_worker(
     if done.is_none() {
         oracle.violations.push("another worker's item did not complete at once".into());
     }
+    true
 }
 
 /// User actions waiting to be made just before one of the collector's next calls is served:
@@ -797,17 +799,19 @@ impl World {
                     *pending = rest;
                     due.into_iter().map(|(_, op)| op).collect()
                 };
+                let mut interjected = false;
                 for op in &due {
-                    match op {
-                        Op::Work { orphan, .. } => {
-                            if let Some(collector) = other_workers.get().and_then(Weak::upgrade) {
-                                other_worker(&collector, cluster, &oracle, *orphan);
-                            }
+                    interjected |= match op {
+                        Op::Work { orphan, .. } => other_workers
+                            .get()
+                            .and_then(Weak::upgrade)
+                            .is_some_and(|c| other_worker(&c, cluster, &oracle, *orphan)),
+                        _ => {
+                            users.lock().act(cluster, op);
+                            true
                         }
-                        _ => users.lock().act(cluster, op),
-                    }
+                    };
                 }
-                let interjected = !due.is_empty();
                 let state = State::of(cluster);
                 let mut oracle = oracle.lock();
                 oracle.note_invalid(&state);
