@@ -184,6 +184,10 @@ struct OracleState {
     /// Writes the live state refuses that upstream makes too, racing a change made during the
     /// item (see [`upstream_race`]).
     races: usize,
+    /// Writes served right after a change made during the item (for the coverage test).
+    writes_after_changes: usize,
+    /// Other workers' items run during an item (for the coverage test).
+    other_items: usize,
 }
 
 /// One of the collector's calls (`None`: the start of the worker item), with the cluster as
@@ -726,6 +730,7 @@ fn other_worker(
     };
     let mut oracle = oracle.lock();
     oracle.end_other_item();
+    oracle.other_items += 1;
     if done.is_none() {
         oracle.violations.push("another worker's item did not complete at once".into());
     }
@@ -745,6 +750,8 @@ struct World {
     undelivered: Vec<Event>,
     /// Resources whose watcher broke (or relisted) and has not resumed.
     behind: Vec<ObjectType>,
+    /// Deletes the stores made from relists (for the coverage test).
+    relist_deletes: usize,
     users: Arc<Mutex<Users>>,
     meanwhile: Arc<Mutex<Meanwhile>>,
     oracle: Arc<Mutex<OracleState>>,
@@ -815,6 +822,7 @@ impl World {
                 let state = State::of(cluster);
                 let mut oracle = oracle.lock();
                 oracle.note_invalid(&state);
+                oracle.writes_after_changes += usize::from(interjected && write);
                 let OracleState { violations, orphaned, window, races, .. } = &mut *oracle;
                 if let Some(v) = judge(&state, &graph, call, orphaned) {
                     if upstream_race(window, interjected, call, &graph, orphaned) {
@@ -852,6 +860,7 @@ impl World {
             cluster,
             undelivered: Vec::new(),
             behind: Vec::new(),
+            relist_deletes: 0,
             users,
             meanwhile,
             oracle,
@@ -945,7 +954,12 @@ impl World {
             self.behind.push(ty);
         }
         let source = self.source(ty);
-        self.builder.ingest(vec![WatchBatch { source, notifications }]);
+        // The workers' virtual deletes first, so that what this batch makes beyond the list's
+        // objects is the store's deletes.
+        self.apply_graph_changes();
+        let listed = notifications.iter().filter(|n| matches!(n, Notification::Listed(_))).count();
+        let made = self.builder.ingest(vec![WatchBatch { source, notifications }]).events;
+        self.relist_deletes += made.saturating_sub(listed);
     }
 
     /// Feeds the collector's virtual delete events back into the graph.
@@ -1465,4 +1479,35 @@ fn another_workers_item_runs_between_a_read_and_a_write() {
     let r1 = world.live(1).expect("the orphaned ReplicaSet went");
     assert!(r1.owner_references.is_empty(), "{r1:?}");
     assert!(world.live(2).is_none(), "the ReplicaSet of a deleted Pod stays");
+}
+
+/// The new shapes of history reach what they are there for: writes made right after a change
+/// during their item, other workers' items run inside an item, and deletes made by relists. A
+/// history that never meets a path proves nothing about it. (A write accepted as upstream's
+/// race is rarer, about one in 10,000 histories; `an_owner_changed_after_its_read_is_upstreams_race`
+/// takes that path.)
+#[test]
+fn the_histories_reach_changes_during_items_and_relists() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    // A fixed seed: the same histories every run, so the counts below cannot flake.
+    let mut runner = TestRunner::deterministic();
+    let strategy = prop::collection::vec(op(), 1..40);
+    let (mut writes_after_changes, mut races, mut other_items, mut relist_deletes) = (0, 0, 0, 0);
+    for _ in 0..1500 {
+        let history = strategy.new_tree(&mut runner).unwrap().current();
+        let world = run_world(&history, false).unwrap();
+        let oracle = world.oracle.lock();
+        writes_after_changes += oracle.writes_after_changes;
+        races += oracle.races;
+        other_items += oracle.other_items;
+        relist_deletes += world.relist_deletes;
+    }
+    eprintln!(
+        "writes right after a change: {writes_after_changes}; accepted as races: {races}; \
+         other workers' items: {other_items}; deletes from relists: {relist_deletes}"
+    );
+    assert!(writes_after_changes > 0, "no write right after a change during its item");
+    assert!(other_items > 0, "no other worker's item ran inside an item");
+    assert!(relist_deletes > 0, "no relist made a delete");
 }
