@@ -239,9 +239,10 @@ impl OracleState {
 /// decision on the live object would not make. kube-gc pins the object's version where it
 /// decided from the graph's copy, but an owner can change after it was read, as upstream's
 /// can. So a write is accepted exactly as upstream's when a user (or another worker's item)
-/// changed the cluster after the item's read of the object (its last GET of it, or the item's start when it decided from the
-/// graph's copy) and the write is upstream's on the cluster as it was at that read or at one
-/// of the worker's calls after it.
+/// changed the cluster after the item's read of the object (for a write pinned to a version,
+/// the first moment of the item the object shows that version; else its last GET of it, or
+/// the item's start) and the write is upstream's on the cluster as it was at that read or at
+/// one of the worker's calls after it.
 fn upstream_race(
     window: &[Seen],
     interjected: bool,
@@ -249,15 +250,35 @@ fn upstream_race(
     graph: &Graph,
     orphaned: &mut HashSet<String>,
 ) -> bool {
-    let read_of_object = |s: &Seen| {
-        s.call.as_ref().is_some_and(|c| {
-            matches!(c.request, Request::Get)
-                && c.resource == call.resource
-                && c.namespace == call.namespace
-                && c.name == call.name
-        })
+    // A write pinned to a resourceVersion was decided on the object at that version: read
+    // no later than the first moment of the item that shows it (a GET of the object by name
+    // may also be an owner lookup, for a reference naming the object itself). An unpinned
+    // write was decided on the item's last GET of the object.
+    let pinned = match &call.request {
+        Request::Delete(options) => options.precondition_resource_version.clone(),
+        Request::Patch(patch) => patch
+            .body
+            .pointer("/metadata/resourceVersion")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned),
+        Request::Get | Request::List { .. } => None,
     };
-    let read = window.iter().rposition(read_of_object).unwrap_or(0);
+    let read = match pinned {
+        Some(version) => window.iter().position(|s| {
+            s.state
+                .object(&call.resource, &call.namespace, &call.name)
+                .is_some_and(|o| o.resource_version == version)
+        }),
+        None => window.iter().rposition(|s| {
+            s.call.as_ref().is_some_and(|c| {
+                matches!(c.request, Request::Get)
+                    && c.resource == call.resource
+                    && c.namespace == call.namespace
+                    && c.name == call.name
+            })
+        }),
+    }
+    .unwrap_or(0);
     if !interjected && !window.iter().skip(read + 1).any(|s| s.interjected) {
         return false;
     }
@@ -1395,6 +1416,28 @@ fn an_owner_changed_after_its_read_is_upstreams_race() {
     ];
     let world = run_world(&ops, true).unwrap();
     assert!(world.oracle.lock().races > 0, "the patch raced the Node's deletion");
+}
+
+/// The oracle's own finding, from a run of a million histories: a Deployment names a Pod and,
+/// under a ConfigMap's UID, itself. Its graph copy is current; the Pod is read solid, its
+/// foreground deletion begins, and the lookup of the self-named owner is a GET of the
+/// Deployment by name, which the race rule took for the item's read of the Deployment (after
+/// the change). The patch is pinned to the version the graph's copy had, and that version is
+/// the item's read: the patch is upstream's on the cluster as the Pod's read found it.
+#[test]
+fn a_reference_naming_its_own_object_is_not_the_objects_read() {
+    let ops = [
+        create(7, &[]),
+        Op::Meanwhile {
+            calls: 2,
+            op: Box::new(Op::Delete { slot: 3, policy: Some(PropagationPolicy::Foreground) }),
+        },
+        create(3, &[]),
+        create(0, &[(3, false)]),
+        Op::AddRefAs { slot: 0, owner: 7, named: 0, current: false },
+    ];
+    let world = run_world(&ops, false).unwrap();
+    assert!(world.oracle.lock().races > 0, "the patch raced the Pod's deletion");
 }
 
 /// Liveness as upstream has it: a Node names a Pod (an invalid reference, for which upstream
