@@ -3,9 +3,11 @@
 //!
 //! Upstream: `garbagecollector.go` (`isDangling`, `classifyReferences`); GC-SPEC.md §3.3-3.4.
 
+use hashbrown::HashMap;
+
 use super::{Collector, ItemError};
 use crate::cluster::{Cluster, ClusterError};
-use crate::identity::{Namespace, ObjectReference, OwnerRef};
+use crate::identity::{Namespace, ObjectReference, ObjectType, OwnerRef, Uid};
 use crate::meta::FINALIZER_DELETE_DEPENDENTS;
 use crate::meta::ObjectMeta;
 
@@ -108,13 +110,15 @@ impl<C: Cluster> Collector<C> {
     /// Upstream's `classifyReferences`: one live read per reference not in the absent-owner
     /// cache; any error aborts the classification.
     ///
-    /// Divergence from upstream: a repeated reference (the same UID, kind and name) is read
-    /// once and classified as its first occurrence was. Upstream reads every occurrence, so an
-    /// owner whose foreground deletion begins between two of those reads is found solid and
-    /// waiting at once; with a solid owner found, upstream removes the waiting references, by
-    /// UID, and so strips the object of the owner it has just found solid, which leaves the
-    /// object out of that owner's foreground deletion. Read once, the decision is the one
-    /// upstream makes on the owner as that read found it, with fewer calls.
+    /// Divergence from upstream: a repeated reference (the same UID, apiVersion, kind and name:
+    /// the same lookup) is read once per classification and takes the class its first
+    /// occurrence got. Upstream reads every occurrence, so an owner whose foreground deletion
+    /// begins between two of those reads is found solid and waiting at once; with a solid
+    /// owner found, upstream removes the waiting references, by UID, and so strips the object
+    /// of the owner it has just found solid, which leaves the object out of that owner's
+    /// foreground deletion. Read once, the decision is the one upstream makes on the owner as
+    /// that read found it, with fewer calls. (Another apiVersion is another lookup, which may
+    /// fail on its own: it is read on its own, as upstream reads it.)
     pub(super) async fn classify_references(
         &self,
         item: &ObjectReference,
@@ -127,25 +131,26 @@ impl<C: Cluster> Collector<C> {
             Waiting,
         }
         let mut c = Classified::default();
-        let mut classes: Vec<Class> = Vec::with_capacity(owners.len());
-        for (i, owner) in owners.iter().enumerate() {
-            let repeats = owners[..i]
-                .iter()
-                .position(|o| o.uid == owner.uid && o.ty == owner.ty && o.name == owner.name);
-            let class = match repeats {
-                Some(first) => classes[first],
-                None => match self.is_dangling(owner, item).await? {
-                    None => Class::Dangling,
-                    Some(meta)
-                        if meta.deletion_timestamp
-                            && meta.has_finalizer(FINALIZER_DELETE_DEPENDENTS) =>
-                    {
-                        Class::Waiting
-                    }
-                    Some(_) => Class::Solid,
-                },
+        let mut read: HashMap<(Uid, ObjectType, &str), Class> = HashMap::new();
+        for owner in owners {
+            let lookup = (owner.uid, owner.ty, owner.name.as_str());
+            let class = match read.get(&lookup) {
+                Some(class) => *class,
+                None => {
+                    let class = match self.is_dangling(owner, item).await? {
+                        None => Class::Dangling,
+                        Some(meta)
+                            if meta.deletion_timestamp
+                                && meta.has_finalizer(FINALIZER_DELETE_DEPENDENTS) =>
+                        {
+                            Class::Waiting
+                        }
+                        Some(_) => Class::Solid,
+                    };
+                    read.insert(lookup, class);
+                    class
+                }
             };
-            classes.push(class);
             match class {
                 Class::Solid => c.solid.push(owner.clone()),
                 Class::Dangling => c.dangling.push(owner.clone()),
