@@ -344,7 +344,9 @@ impl MemoryCluster {
     /// [`delete_as_client`](Self::delete_as_client), …), e.g. to bump an object's
     /// resourceVersion before a DELETE. It may also make calls of its own through the
     /// [`Cluster`](kube_gc_engine::Cluster) methods (another client's, or another worker's):
-    /// those are recorded and consult the hooks in turn, this one included.
+    /// those are recorded and consult the hooks in turn, this one included (so a hook that
+    /// makes a call on every call never ends). They are recorded after the call the hook was
+    /// consulted on, though served before it.
     pub fn on_call(
         &self,
         hook: impl Fn(&MemoryCluster, &Call) -> Option<ClusterError> + Send + Sync + 'static,
