@@ -10,8 +10,8 @@
 //! made *between their calls* (between a read and a write), and, at every write the cluster
 //! serves, an oracle asking whether upstream's attemptToDeleteItem / attemptToOrphan, reading
 //! the live object and its live owners at that moment, would make that same write (DESIGN.md
-//! "Safety model", GC-SPEC.md §3-5); a write racing a user's change is accepted only as
-//! upstream's own race (see [`upstream_race`]). After the history everything is delivered,
+//! "Safety model", GC-SPEC.md §3-5); a write racing a change made during its item is
+//! accepted only as upstream's own race (see [`upstream_race`]). After the history everything is delivered,
 //! the workers run to quiescence and liveness is checked: no GC finalizer left, no garbage
 //! left unless orphaned.
 //!
@@ -19,7 +19,8 @@
 //! shrinks to a minimal history. The minimal histories found against the code before the
 //! issue's fixes are kept below as plain tests.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock, Weak};
 
 use futures::FutureExt;
@@ -114,10 +115,11 @@ enum Op {
     /// owners); with `listed`, every resource is first reported listed, whatever the graph
     /// holds, so that lists run during warm-up too.
     Prove { listed: bool },
-    /// A user action (`op`, one of the above) made just before the collector's `calls`-th
-    /// next call is served: between a worker's read and its write, or between two writes.
-    /// With `op` a [`Op::Work`], another worker's item runs there instead (before the first
-    /// write from that call on), to its end: concurrent workers.
+    /// A user action (`op`: a create, reference, delete or finalizer op) made just before the
+    /// collector's `calls`-th next call is served: between a worker's read and its write, or
+    /// between two writes. With `op` an [`Op::Work`], another worker's item runs there
+    /// instead (before the first write from that call on), to its end: concurrent workers.
+    /// Other ops do nothing here.
     Meanwhile { calls: u8, op: Box<Op> },
     /// The watch of the `slot`'s resource breaks; with `relist`, its watcher lists again
     /// (events not delivered are lost; the list's diff against what the store emitted makes
@@ -175,8 +177,9 @@ struct OracleState {
     /// remove references to them (its bounded orphan memory, beyond upstream and safe: the
     /// user asked for those dependents to be kept).
     orphaned: HashSet<String>,
-    /// Cluster-scoped objects seen with an invalid reference (see [`Class::Invalid`]).
-    ever_invalid: HashSet<String>,
+    /// Cluster-scoped objects upstream may have forgotten for an invalid reference (see
+    /// [`OracleState::note_invalid`]), by UID.
+    forgotten: HashMap<String, Forgotten>,
     /// The collector's calls since the current worker item (or round of proofs) began.
     window: Vec<Seen>,
     /// The windows of the items another worker's item interrupted, innermost last.
@@ -199,16 +202,44 @@ struct Seen {
     interjected: bool,
 }
 
+/// What the oracle knows of an object upstream may have forgotten, as last seen.
+struct Forgotten {
+    /// The UIDs it named.
+    named: HashSet<String>,
+    /// Of those, the owners that existed and were not being deleted in the foreground.
+    standing: HashSet<String>,
+}
+
 impl OracleState {
-    /// Notes the objects of `state` with an invalid reference. Upstream forgets such an item
-    /// (namespacedOwnerOfClusterScopedObjectErr "will not resolve on retry") and looks at it
-    /// again only when something else queues it (a reference added, the deletion of an owner
-    /// it still names, a restart): once the invalid reference is removed (by orphaning, or
-    /// by its user), upstream may leave the object for ever even if all its owners are gone.
+    /// Follows the objects upstream may have forgotten. Upstream forgets an item with an
+    /// invalid reference (namespacedOwnerOfClusterScopedObjectErr "will not resolve on
+    /// retry") and decides on it again only when something queues it: a UID it did not name
+    /// before (addDependentToOwners), or an owner it still names deleted (its dependents are
+    /// queued) or deleted in the foreground while it blocks it. Once the invalid reference is
+    /// removed (by orphaning, or by its user) and nothing queues it, upstream leaves it, even
+    /// with every owner gone; once something does, upstream decides on it, and so must
+    /// kube-gc.
     fn note_invalid(&mut self, state: &State) {
+        let existing: HashSet<&str> = state.objects.iter().map(|(_, o)| o.uid.as_str()).collect();
         for (_, m) in &state.objects {
-            if m.owner_references.iter().any(|r| classify(state, m, r) == Class::Invalid) {
-                self.ever_invalid.insert(m.uid.clone());
+            let named: HashSet<String> = m.owner_references.iter().map(|r| r.uid.clone()).collect();
+            let standing: HashSet<String> = m
+                .owner_references
+                .iter()
+                .filter(|r| matches!(classify(state, m, r), Class::Solid | Class::Invalid))
+                .filter(|r| existing.contains(r.uid.as_str()))
+                .map(|r| r.uid.clone())
+                .collect();
+            let invalid =
+                m.owner_references.iter().any(|r| classify(state, m, r) == Class::Invalid);
+            let queued = self.forgotten.get(&m.uid).is_some_and(|f| {
+                named.iter().any(|u| !f.named.contains(u))
+                    || f.standing.iter().any(|u| named.contains(u) && !standing.contains(u))
+            });
+            if invalid || (self.forgotten.contains_key(&m.uid) && !queued) {
+                self.forgotten.insert(m.uid.clone(), Forgotten { named, standing });
+            } else {
+                self.forgotten.remove(&m.uid);
             }
         }
     }
@@ -231,18 +262,19 @@ impl OracleState {
     }
 }
 
-/// Whether a write the live state refuses is one upstream makes too, racing a user (or
-/// another worker). Upstream
-/// decides on what it read (the object, then its owners) and some of its writes carry no
-/// resourceVersion (an ownerReference patch, a DELETE retried with the UID precondition
-/// only), so a change made between those reads and the write can leave a write upstream's
-/// decision on the live object would not make. kube-gc pins the object's version where it
-/// decided from the graph's copy, but an owner can change after it was read, as upstream's
-/// can. So a write is accepted exactly as upstream's when a user (or another worker's item)
-/// changed the cluster after the item's read of the object (for a write pinned to a version,
-/// the first moment of the item the object shows that version; else its last GET of it, or
-/// the item's start) and the write is upstream's on the cluster as it was at that read or at
-/// one of the worker's calls after it.
+/// Whether a write the live state refuses is one upstream makes too, racing a change made
+/// during the item (a user's, or another worker's item). Upstream decides on what it read (the
+/// object, then its owners), and some of its writes carry no resourceVersion (an
+/// ownerReference patch, a DELETE retried with the UID precondition only), so a change made
+/// between those reads and the write can leave a write upstream's decision on the live object
+/// would not make. kube-gc pins the object's version where it decided from the graph's copy,
+/// but an owner can change after it was read, as upstream's can. So a write is accepted as
+/// upstream's when the cluster changed after the item's read of the object (for a write
+/// pinned to a version, the first moment of the item the object shows that version; else its
+/// last GET of it, or the item's start; for a DELETE retried after a conflict, the first
+/// attempt's read, as upstream's retry keeps its decision) and the write is upstream's on the
+/// cluster as it was at that read or at one of the item's calls after it (a moment the call
+/// would write on).
 fn upstream_race(
     window: &[Seen],
     interjected: bool,
@@ -250,10 +282,46 @@ fn upstream_race(
     graph: &Graph,
     orphaned: &mut HashSet<String>,
 ) -> bool {
-    // A write pinned to a resourceVersion was decided on the object at that version: read
-    // no later than the first moment of the item that shows it (a GET of the object by name
-    // may also be an owner lookup, for a reference naming the object itself). An unpinned
-    // write was decided on the item's last GET of the object.
+    // A DELETE retried after a conflict (the object read again, its owner references
+    // unchanged) carries the decision of the first attempt, as upstream's retry does.
+    let first_attempt = match call.request {
+        Request::Delete(_) => window.iter().position(|s| {
+            s.call
+                .as_ref()
+                .is_some_and(|c| matches!(c.request, Request::Delete(_)) && same_object(c, call))
+        }),
+        _ => None,
+    };
+    let read = match first_attempt {
+        Some(k) => window[k].call.as_ref().and_then(|first| read_point(&window[..k], first)),
+        None => read_point(window, call),
+    };
+    // A version no moment of the item showed was not read during it: no allowance.
+    let Some(read) = read else { return false };
+    if !interjected && !window.iter().skip(read + 1).any(|s| s.interjected) {
+        return false;
+    }
+    window.iter().skip(read).any(|s| {
+        // Only a moment the call would write on counts (`judge` also passes what is no write);
+        // a DELETE's resourceVersion is that of its latest read, not of its decision's.
+        if written(&s.state, call, false).is_none() {
+            return false;
+        }
+        let mut seen = orphaned.clone();
+        let upstreams = judge_at(&s.state, graph, call, &mut seen, false).is_none();
+        if upstreams {
+            *orphaned = seen;
+        }
+        upstreams
+    })
+}
+
+/// Where in `window` the item read the object `call` writes, for the decision behind `call`.
+/// A write pinned to a resourceVersion was decided on the object at that version: read no
+/// later than the first moment of the item that shows it (a GET of the object by name may also
+/// be an owner lookup, for a reference naming the object itself); `None` if no moment shows
+/// it. An unpinned write was decided on the item's last GET of the object, or at its start.
+fn read_point(window: &[Seen], call: &Call) -> Option<usize> {
     let pinned = match &call.request {
         Request::Delete(options) => options.precondition_resource_version.clone(),
         Request::Patch(patch) => patch
@@ -263,33 +331,28 @@ fn upstream_race(
             .map(str::to_owned),
         Request::Get | Request::List { .. } => None,
     };
-    let read = match pinned {
+    match pinned {
         Some(version) => window.iter().position(|s| {
             s.state
                 .object(&call.resource, &call.namespace, &call.name)
                 .is_some_and(|o| o.resource_version == version)
         }),
-        None => window.iter().rposition(|s| {
-            s.call.as_ref().is_some_and(|c| {
-                matches!(c.request, Request::Get)
-                    && c.resource == call.resource
-                    && c.namespace == call.namespace
-                    && c.name == call.name
-            })
-        }),
+        None => Some(
+            window
+                .iter()
+                .rposition(|s| {
+                    s.call
+                        .as_ref()
+                        .is_some_and(|c| matches!(c.request, Request::Get) && same_object(c, call))
+                })
+                .unwrap_or(0),
+        ),
     }
-    .unwrap_or(0);
-    if !interjected && !window.iter().skip(read + 1).any(|s| s.interjected) {
-        return false;
-    }
-    window.iter().skip(read).any(|s| {
-        let mut seen = orphaned.clone();
-        let upstreams = judge(&s.state, graph, call, &mut seen).is_none();
-        if upstreams {
-            *orphaned = seen;
-        }
-        upstreams
-    })
+}
+
+/// Whether two calls address the same object.
+fn same_object(a: &Call, b: &Call) -> bool {
+    a.resource == b.resource && a.namespace == b.namespace && a.name == b.name
 }
 
 /// How upstream classifies one live owner reference (GC-SPEC §3).
@@ -411,7 +474,19 @@ fn judge(
     call: &Call,
     orphaned: &mut HashSet<String>,
 ) -> Option<String> {
-    let live = state.object(&call.resource, &call.namespace, &call.name)?; // 404: no write
+    judge_at(state, graph, call, orphaned, true)
+}
+
+/// [`judge`]; without `versions`, a DELETE's resourceVersion precondition is not checked (a
+/// retried DELETE judged on the moment of its decision).
+fn judge_at(
+    state: &State,
+    graph: &Graph,
+    call: &Call,
+    orphaned: &mut HashSet<String>,
+    versions: bool,
+) -> Option<String> {
+    let live = written(state, call, versions)?;
     let what = format!("{} {}", call.action(), describe(state, &live));
     match &call.request {
         Request::Get | Request::List { .. } => None,
@@ -419,28 +494,39 @@ fn judge(
             judge_delete(state, &live, options).map(|e| format!("{e}: {what}"))
         }
         Request::Patch(patch) => {
-            if patch.patch_type == PatchType::StrategicMerge && call.resource == widgets() {
-                return None; // 415
-            }
             let mut next = live.clone();
-            if apply_patch(&mut next, patch).is_err() {
-                return None; // precondition failed (409 / 422): no write
-            }
+            apply_patch(&mut next, patch).ok()?;
             judge_patch(state, graph, &live, &next, orphaned)
                 .map(|e| format!("{e}: {what} patch={}", patch.body))
         }
     }
 }
 
+/// The object `call` writes on `state`, or `None` if on `state` the call is not a write: a
+/// read, no such object (404), a precondition that fails (409 / 422; a DELETE's
+/// resourceVersion only with `versions`), or a strategic merge patch of a custom resource
+/// (415).
+fn written(state: &State, call: &Call, versions: bool) -> Option<ObjectMeta> {
+    let live = state.object(&call.resource, &call.namespace, &call.name)?;
+    let writes = match &call.request {
+        Request::Get | Request::List { .. } => false,
+        Request::Delete(options) => {
+            options.precondition_uid.as_ref().is_none_or(|u| *u == live.uid)
+                && (!versions
+                    || options
+                        .precondition_resource_version
+                        .as_ref()
+                        .is_none_or(|rv| *rv == live.resource_version))
+        }
+        Request::Patch(patch) => {
+            !(patch.patch_type == PatchType::StrategicMerge && call.resource == widgets())
+                && apply_patch(&mut live.clone(), patch).is_ok()
+        }
+    };
+    writes.then_some(live)
+}
+
 fn judge_delete(state: &State, live: &ObjectMeta, options: &DeleteOptions) -> Option<String> {
-    if options.precondition_uid.as_ref().is_some_and(|u| *u != live.uid)
-        || options
-            .precondition_resource_version
-            .as_ref()
-            .is_some_and(|rv| *rv != live.resource_version)
-    {
-        return None; // 409: no write
-    }
     if live.owner_references.is_empty() {
         return Some("DELETE of an object without owner references".into());
     }
@@ -728,20 +814,20 @@ impl Users {
 
 /// Another worker's item, run to its end while a worker is about to make a write: the
 /// workers' calls interleave as concurrent workers' do. The in-memory server answers at once,
-/// so the item completes in one poll (`block_on` would not nest). Returns whether an item ran.
+/// so the item completes in one poll (`block_on` would not nest).
 fn other_worker(
     collector: &Collector<MemoryCluster>,
     cluster: &MemoryCluster,
     oracle: &Mutex<OracleState>,
     orphan: bool,
-) -> bool {
+) {
     let queue = if orphan {
         collector.attempt_to_orphan_queue()
     } else {
         collector.attempt_to_delete_queue()
     };
     if queue.is_empty() {
-        return false;
+        return;
     }
     oracle.lock().begin_other_item(State::of(cluster));
     let done = if orphan {
@@ -755,7 +841,80 @@ fn other_worker(
     if done.is_none() {
         oracle.violations.push("another worker's item did not complete at once".into());
     }
-    true
+}
+
+/// What the cluster's hook shares with the world: the actions made between the collector's
+/// calls and the oracle judging each call.
+struct CallHook {
+    users: Arc<Mutex<Users>>,
+    meanwhile: Arc<Mutex<Meanwhile>>,
+    oracle: Arc<Mutex<OracleState>>,
+    graph: Arc<Graph>,
+    /// The collector, for the other workers' items (weak: the cluster's hook must not keep
+    /// the collector, which holds the cluster, alive).
+    other_workers: Arc<OnceLock<Weak<Collector<MemoryCluster>>>>,
+}
+
+impl CallHook {
+    /// First the actions due before `call` (users', or another worker's item), then the
+    /// oracle's judgement of `call` on the cluster as it is served.
+    fn on_call(&self, cluster: &MemoryCluster, call: &Call) {
+        let write = matches!(call.request, Request::Patch(_) | Request::Delete(_));
+        let due: Vec<Op> = {
+            let mut pending = self.meanwhile.lock();
+            pending.iter_mut().for_each(|(n, _)| *n = n.saturating_sub(1));
+            // Another worker's item runs only before a write: a worker waiting on a GET is not
+            // interrupted (its read may be shared, in flight).
+            let (due, rest) =
+                std::mem::take(&mut *pending).into_iter().partition::<Vec<_>, _>(|(n, op)| {
+                    *n == 0 && (write || !matches!(op, Op::Work { .. }))
+                });
+            *pending = rest;
+            due.into_iter().map(|(_, op)| op).collect()
+        };
+        // Only a change actually made counts (an action may find nothing to do).
+        let versions = || -> Vec<(String, String)> {
+            cluster.objects().into_iter().map(|(_, m)| (m.uid, m.resource_version)).collect()
+        };
+        let before = (!due.is_empty()).then(versions);
+        for op in &due {
+            match op {
+                Op::Work { orphan, .. } => {
+                    if let Some(collector) = self.other_workers.get().and_then(Weak::upgrade) {
+                        other_worker(&collector, cluster, &self.oracle, *orphan);
+                    }
+                }
+                _ => self.users.lock().act(cluster, op),
+            }
+        }
+        let interjected = before.is_some_and(|before| before != versions());
+        let state = State::of(cluster);
+        let mut oracle = self.oracle.lock();
+        oracle.note_invalid(&state);
+        oracle.writes_after_changes += usize::from(interjected && write);
+        let OracleState { violations, orphaned, window, races, .. } = &mut *oracle;
+        if let Some(v) = judge(&state, &self.graph, call, orphaned) {
+            if upstream_race(window, interjected, call, &self.graph, orphaned) {
+                *races += 1;
+            } else {
+                let calls = cluster.calls();
+                let recent: Vec<String> = calls
+                    .iter()
+                    .skip(calls.len().saturating_sub(6))
+                    .map(|c| match &c.request {
+                        Request::Get | Request::List { .. } => c.action(),
+                        Request::Patch(p) => format!("{} {}", c.action(), p.body),
+                        Request::Delete(o) => format!("{} {o:?}", c.action()),
+                    })
+                    .collect();
+                let made: Vec<String> = due.iter().map(|op| format!("{op:?}")).collect();
+                violations.push(format!(
+                    "{v}\n  calls before: {recent:#?}\n  made just before: {made:?}"
+                ));
+            }
+        }
+        window.push(Seen { call: Some(call.clone()), state, interjected });
+    }
 }
 
 /// User actions waiting to be made just before one of the collector's next calls is served:
@@ -798,78 +957,30 @@ impl World {
         let meanwhile = Arc::new(Mutex::new(Meanwhile::new()));
         let oracle = Arc::new(Mutex::new(OracleState::default()));
         let graph = Arc::new(Graph::new(2).unwrap());
-        // The collector, for the other workers' items the hook runs (weak: the cluster's hook
-        // must not keep the collector, which holds the cluster, alive).
         let other_workers: Arc<OnceLock<Weak<Collector<MemoryCluster>>>> = Arc::default();
-        {
-            let (users, meanwhile, oracle, graph, other_workers) = (
-                users.clone(),
-                meanwhile.clone(),
-                oracle.clone(),
-                graph.clone(),
-                other_workers.clone(),
-            );
-            // Every call the cluster serves comes from the collector (users' changes are not
-            // recorded): first the actions due before it (users', or another worker's item),
-            // then the oracle's judgement.
-            cluster.on_call(move |cluster, call| {
-                let write = matches!(call.request, Request::Patch(_) | Request::Delete(_));
-                let due: Vec<Op> = {
-                    let mut pending = meanwhile.lock();
-                    pending.iter_mut().for_each(|(n, _)| *n = n.saturating_sub(1));
-                    // Another worker's item runs only before a write: a worker waiting on a GET
-                    // is not interrupted (its read may be shared, in flight).
-                    let (due, rest) = std::mem::take(&mut *pending)
-                        .into_iter()
-                        .partition::<Vec<_>, _>(|(n, op)| {
-                            *n == 0 && (write || !matches!(op, Op::Work { .. }))
-                        });
-                    *pending = rest;
-                    due.into_iter().map(|(_, op)| op).collect()
-                };
-                let mut interjected = false;
-                for op in &due {
-                    interjected |= match op {
-                        Op::Work { orphan, .. } => other_workers
-                            .get()
-                            .and_then(Weak::upgrade)
-                            .is_some_and(|c| other_worker(&c, cluster, &oracle, *orphan)),
-                        _ => {
-                            users.lock().act(cluster, op);
-                            true
-                        }
-                    };
-                }
-                let state = State::of(cluster);
-                let mut oracle = oracle.lock();
-                oracle.note_invalid(&state);
-                oracle.writes_after_changes += usize::from(interjected && write);
-                let OracleState { violations, orphaned, window, races, .. } = &mut *oracle;
-                if let Some(v) = judge(&state, &graph, call, orphaned) {
-                    if upstream_race(window, interjected, call, &graph, orphaned) {
-                        *races += 1;
-                    } else {
-                        let calls = cluster.calls();
-                        let recent: Vec<String> = calls
-                            .iter()
-                            .skip(calls.len().saturating_sub(6))
-                            .map(|c| match &c.request {
-                                Request::Get | Request::List { .. } => c.action(),
-                                Request::Patch(p) => format!("{} {}", c.action(), p.body),
-                                Request::Delete(o) => format!("{} {o:?}", c.action()),
-                            })
-                            .collect();
-                        let interjections: Vec<String> =
-                            due.iter().map(|op| format!("{op:?}")).collect();
-                        violations.push(format!(
-                            "{v}\n  calls before: {recent:#?}\n  made just before: {interjections:?}"
-                        ));
-                    }
-                }
-                window.push(Seen { call: Some(call.clone()), state, interjected });
-                None
-            });
-        }
+        let hook = CallHook {
+            users: users.clone(),
+            meanwhile: meanwhile.clone(),
+            oracle: oracle.clone(),
+            graph: graph.clone(),
+            other_workers: other_workers.clone(),
+        };
+        // Every call the cluster serves comes from the collector (users' changes are not
+        // recorded). A panic in the hook would be caught by the worker's own guard and become
+        // a requeue, so it is caught here and counted as a violation.
+        cluster.on_call(move |cluster, call| {
+            let judged = std::panic::catch_unwind(AssertUnwindSafe(|| hook.on_call(cluster, call)));
+            if let Err(panic) = judged {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                let v = format!("the test's hook panicked on {}: {what}", call.action());
+                hook.oracle.lock().violations.push(v);
+            }
+            None
+        });
         let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
         if options.early_collection {
             collector.begin_warm_up();
@@ -1106,11 +1217,12 @@ impl World {
     /// workers are idle), and no garbage left (an object whose owners are all absent) unless
     /// it refers to an owner the collector orphaned.
     fn liveness(&self) -> Vec<String> {
-        let (orphaned, ever_invalid) = {
-            let oracle = self.oracle.lock();
-            (oracle.orphaned.clone(), oracle.ever_invalid.clone())
-        };
         let state = State::of(&self.cluster);
+        let (orphaned, forgotten) = {
+            let mut oracle = self.oracle.lock();
+            oracle.note_invalid(&state);
+            (oracle.orphaned.clone(), oracle.forgotten.keys().cloned().collect::<HashSet<_>>())
+        };
         let mut problems = Vec::new();
         for (res, m) in state.objects() {
             // foregroundDeletion's condition is that no live dependent blocks it (one that
@@ -1131,7 +1243,7 @@ impl World {
             // foreground one may wait for ever on a dependent upstream never deletes). Nor is
             // one upstream may have forgotten for an invalid reference (see `note_invalid`).
             let garbage = !m.deletion_timestamp
-                && !ever_invalid.contains(&m.uid)
+                && !forgotten.contains(&m.uid)
                 && !m.owner_references.is_empty()
                 && m.owner_references.iter().all(|r| {
                     classify(&state, &m, r) == Class::Dangling && !orphaned.contains(&r.uid)
@@ -1438,6 +1550,32 @@ fn a_reference_naming_its_own_object_is_not_the_objects_read() {
     ];
     let world = run_world(&ops, false).unwrap();
     assert!(world.oracle.lock().races > 0, "the patch raced the Pod's deletion");
+}
+
+/// Found by a million histories: a ReplicaSet whose owner waits for its foreground deletion
+/// (and which has a Pod of its own) is to be deleted in the foreground; before the DELETE is
+/// served, another worker finishes the owner's deletion (the ReplicaSet's reference does not
+/// block it) and a user's no-op update bumps the ReplicaSet's version. The DELETE conflicts,
+/// the ReplicaSet is read again with its owner references unchanged, and the DELETE is
+/// retried with the same policy, as upstream's retry is: the decision of the first attempt,
+/// on the owner as it was read then.
+#[test]
+fn a_delete_retried_after_a_conflict_keeps_its_decision_as_upstreams_does() {
+    let ops = [
+        create(2, &[]),
+        create(1, &[(2, false)]),
+        Op::Delete { slot: 2, policy: Some(PropagationPolicy::Foreground) },
+        Op::BreakWatch { slot: 1, relist: true },
+        Op::FinishWarmUp,
+        create(3, &[(1, false)]),
+        Op::Meanwhile { calls: 1, op: Box::new(Op::Work { n: 1, orphan: false }) },
+        Op::Meanwhile {
+            calls: 2,
+            op: Box::new(Op::AddRef { slot: 1, owner: 2, block: false, repeat: false }),
+        },
+    ];
+    let world = run_world(&ops, true).unwrap();
+    assert!(world.oracle.lock().races > 0, "the retry raced the owner's deletion");
 }
 
 /// Liveness as upstream has it: a Node names a Pod (an invalid reference, for which upstream
