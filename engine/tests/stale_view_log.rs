@@ -25,6 +25,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use futures::FutureExt;
 use futures::executor::block_on;
+use futures::future::LocalBoxFuture;
 use kube_gc_engine::builder::{GraphBuilder, Notification, WatchBatch, WatchSource};
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
 use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
@@ -63,6 +64,11 @@ fn slots() -> Vec<(Resource, &'static str)> {
         // cross namespaces (looked up in the dependent's namespace, so never found).
         (configmaps(), "c"),
     ]
+}
+
+/// The slots' resource whose objects have type `ty`.
+fn slot_resource(ty: ObjectType) -> Option<Resource> {
+    slots().into_iter().map(|(r, _)| r).find(|r| r.object_type() == ty)
 }
 
 fn configmaps() -> Resource {
@@ -223,15 +229,16 @@ impl OracleState {
         let existing: HashSet<&str> = state.objects.iter().map(|(_, o)| o.uid.as_str()).collect();
         for (_, m) in &state.objects {
             let named: HashSet<String> = m.owner_references.iter().map(|r| r.uid.clone()).collect();
-            let standing: HashSet<String> = m
-                .owner_references
+            let classes: Vec<(&OwnerReference, Class)> =
+                m.owner_references.iter().map(|r| (r, classify(state, m, r))).collect();
+            let standing: HashSet<String> = classes
                 .iter()
-                .filter(|r| matches!(classify(state, m, r), Class::Solid | Class::Invalid))
-                .filter(|r| existing.contains(r.uid.as_str()))
-                .map(|r| r.uid.clone())
+                .filter(|(r, c)| {
+                    matches!(c, Class::Solid | Class::Invalid) && existing.contains(r.uid.as_str())
+                })
+                .map(|(r, _)| r.uid.clone())
                 .collect();
-            let invalid =
-                m.owner_references.iter().any(|r| classify(state, m, r) == Class::Invalid);
+            let invalid = classes.iter().any(|(_, c)| *c == Class::Invalid);
             let queued = self.forgotten.get(&m.uid).is_some_and(|f| {
                 named.iter().any(|u| !f.named.contains(u))
                     || f.standing.iter().any(|u| named.contains(u) && !standing.contains(u))
@@ -380,7 +387,7 @@ impl State {
 
     /// The resource of a type, as the cluster maps it (every slot's resource is registered).
     fn resource_for(&self, ty: ObjectType) -> Result<Resource, ()> {
-        slots().into_iter().map(|(r, _)| r).find(|r| r.object_type() == ty).ok_or(())
+        slot_resource(ty).ok_or(())
     }
 
     fn object(&self, res: &Resource, ns: &str, name: &str) -> Option<ObjectMeta> {
@@ -812,6 +819,21 @@ impl Users {
     }
 }
 
+/// The next item of the attemptToOrphan (`orphan`) or attemptToDelete queue, as a worker
+/// processes it (not started until polled); `None` if the queue is empty.
+fn next_item(
+    collector: &Collector<MemoryCluster>,
+    orphan: bool,
+) -> Option<LocalBoxFuture<'_, bool>> {
+    if orphan {
+        let queue = collector.attempt_to_orphan_queue();
+        (!queue.is_empty()).then(|| collector.process_attempt_to_orphan_worker().boxed_local())
+    } else {
+        let queue = collector.attempt_to_delete_queue();
+        (!queue.is_empty()).then(|| collector.process_attempt_to_delete_worker().boxed_local())
+    }
+}
+
 /// Another worker's item, run to its end while a worker is about to make a write: the
 /// workers' calls interleave as concurrent workers' do. The in-memory server answers at once,
 /// so the item completes in one poll (`block_on` would not nest).
@@ -821,20 +843,9 @@ fn other_worker(
     oracle: &Mutex<OracleState>,
     orphan: bool,
 ) {
-    let queue = if orphan {
-        collector.attempt_to_orphan_queue()
-    } else {
-        collector.attempt_to_delete_queue()
-    };
-    if queue.is_empty() {
-        return;
-    }
+    let Some(item) = next_item(collector, orphan) else { return };
     oracle.lock().begin_other_item(State::of(cluster));
-    let done = if orphan {
-        collector.process_attempt_to_orphan_worker().now_or_never()
-    } else {
-        collector.process_attempt_to_delete_worker().now_or_never()
-    };
+    let done = item.now_or_never();
     let mut oracle = oracle.lock();
     oracle.end_other_item();
     oracle.other_items += 1;
@@ -1015,7 +1026,7 @@ impl World {
 
     /// The watcher of the resource whose objects have type `ty`.
     fn source(&self, ty: ObjectType) -> WatchSource {
-        let (res, _) = self.slots.iter().find(|(r, _)| r.object_type() == ty).unwrap();
+        let res = slot_resource(ty).expect("events come from the slots' resources");
         WatchSource {
             resource: format!("{}/{}", res.api_version(), res.resource),
             object_type: ty,
@@ -1106,21 +1117,9 @@ impl World {
     fn work(&mut self, n: usize, orphan: bool) -> usize {
         for i in 0..n {
             self.apply_graph_changes();
-            let collector = self.collector();
-            let queue = if orphan {
-                collector.attempt_to_orphan_queue()
-            } else {
-                collector.attempt_to_delete_queue()
-            };
-            if queue.is_empty() {
-                return i;
-            }
+            let Some(item) = next_item(self.collector(), orphan) else { return i };
             self.oracle.lock().begin_item(State::of(&self.cluster));
-            if orphan {
-                block_on(collector.process_attempt_to_orphan_worker());
-            } else {
-                block_on(collector.process_attempt_to_delete_worker());
-            }
+            block_on(item);
         }
         n
     }
