@@ -6,14 +6,14 @@
 //! with early collection. Random object histories, watch events delivered with random lag
 //! through the engine's [`GraphBuilder`] (per-resource watchers whose watches break, resume
 //! or relist, the store's diff making the deletes a relist finds), the collector's workers
-//! running against the live [`MemoryCluster`] between user actions and with user actions
-//! made *between their calls* (between a read and a write), and, at every write the cluster
-//! serves, an oracle asking whether upstream's attemptToDeleteItem / attemptToOrphan, reading
-//! the live object and its live owners at that moment, would make that same write (DESIGN.md
-//! "Safety model", GC-SPEC.md §3-5); a write racing a change made during its item is
-//! accepted only as upstream's own race (see [`upstream_race`]). After the history everything is delivered,
-//! the workers run to quiescence and liveness is checked: no GC finalizer left, no garbage
-//! left unless orphaned.
+//! running against the live [`MemoryCluster`] between user actions, with user actions, other
+//! workers' items and the watchers' deliveries made *between their calls* (between a read and
+//! a write), and, at every write the cluster serves, an oracle asking whether upstream's
+//! attemptToDeleteItem / attemptToOrphan, reading the live object and its live owners at that
+//! moment, would make that same write (DESIGN.md "Safety model", GC-SPEC.md §3-5); a write
+//! racing a change made during its item is accepted only as upstream's own race (see
+//! [`upstream_race`]). After the history everything is delivered, the workers run to
+//! quiescence and liveness is checked: no GC finalizer left, no garbage left unless orphaned.
 //!
 //! `PROPTEST_CASES` scales the run (default 2000, ~1.5 s in debug when passing); a failure
 //! shrinks to a minimal history. The minimal histories found against the code before the
@@ -107,7 +107,7 @@ enum Op {
     Delete { slot: usize, policy: Option<PropagationPolicy> },
     /// Another controller adds or removes its finalizer.
     Finalizer { slot: usize, add: bool },
-    /// The informers deliver a prefix (`per_256` of 256) of the undelivered events.
+    /// The informers deliver a prefix (`per_256` of 256, rounded up) of the undelivered events.
     Deliver { per_256: u8 },
     /// One resource's informer (the `slot`'s resource) delivers a prefix of its undelivered
     /// events, ahead of the others': watches of different resources are not ordered with each
@@ -125,7 +125,9 @@ enum Op {
     /// collector's `calls`-th next call is served: between a worker's read and its write, or
     /// between two writes. With `op` an [`Op::Work`], another worker's item runs there
     /// instead (before the first write from that call on), to its end: concurrent workers.
-    /// Other ops do nothing here.
+    /// With `op` a delivery or a broken watch, the watchers' events reach the graph there: the
+    /// graph builder runs beside the workers, so the graph may move during an item. Other ops
+    /// do nothing here.
     Meanwhile { calls: u8, op: Box<Op> },
     /// The watch of the `slot`'s resource breaks; with `relist`, its watcher lists again
     /// (events not delivered are lost; the list's diff against what the store emitted makes
@@ -166,8 +168,12 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::FinishWarmUp),
         2 => any::<bool>().prop_map(|listed| Op::Prove { listed }),
         4 => (1..4u8, prop_oneof![
-            4 => user_op(),
-            1 => any::<bool>().prop_map(|orphan| Op::Work { n: 1, orphan }),
+            6 => user_op(),
+            2 => any::<bool>().prop_map(|orphan| Op::Work { n: 1, orphan }),
+            2 => any::<u8>().prop_map(|per_256| Op::Deliver { per_256 }),
+            2 => (0..n, any::<u8>())
+                .prop_map(|(slot, per_256)| Op::DeliverResource { slot, per_256 }),
+            1 => (0..n, any::<bool>()).prop_map(|(slot, relist)| Op::BreakWatch { slot, relist }),
         ])
         .prop_map(|(calls, op)| Op::Meanwhile { calls, op: Box::new(op) }),
         2 => (0..n, any::<bool>()).prop_map(|(slot, relist)| Op::BreakWatch { slot, relist }),
@@ -197,13 +203,20 @@ struct OracleState {
     writes_after_changes: usize,
     /// Other workers' items run during an item (for the coverage test).
     other_items: usize,
+    /// Deliveries during an item that changed the graph's view of a live object's dependents
+    /// (for the coverage test).
+    graph_moves: usize,
+    /// Writes accepted only on a view the graph had earlier in their item (for the coverage
+    /// test).
+    graph_races: usize,
 }
 
-/// One of the collector's calls (`None`: the start of the worker item), with the cluster as
-/// the call found it.
+/// One of the collector's calls (`None`: the start of the worker item), with the cluster and
+/// the graph as the call found them.
 struct Seen {
     call: Option<Call>,
     state: State,
+    observed: Observed,
     /// Whether a user, or another worker's item, changed the cluster just before the call.
     interjected: bool,
 }
@@ -252,15 +265,15 @@ impl OracleState {
     }
 
     /// A worker item (or a round of proofs) starts on the cluster as `state` shows it.
-    fn begin_item(&mut self, state: State) {
+    fn begin_item(&mut self, state: State, observed: Observed) {
         self.window.clear();
-        self.window.push(Seen { call: None, state, interjected: false });
+        self.window.push(Seen { call: None, state, observed, interjected: false });
     }
 
     /// Another worker's item starts while the current one waits on a call.
-    fn begin_other_item(&mut self, state: State) {
+    fn begin_other_item(&mut self, state: State, observed: Observed) {
         self.interrupted.push(std::mem::take(&mut self.window));
-        self.begin_item(state);
+        self.begin_item(state, observed);
     }
 
     /// The other worker's item has ended: back to the one it interrupted.
@@ -269,26 +282,40 @@ impl OracleState {
     }
 }
 
+/// How a write the live state refuses is upstream's own race (see [`upstream_race`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Race {
+    /// The cluster changed after the item read the object.
+    Cluster,
+    /// Only the graph moved during the item: the write is upstream's on a view it had earlier.
+    Graph,
+}
+
 /// Whether a write the live state refuses is one upstream makes too, racing a change made
-/// during the item (a user's, or another worker's item). Upstream decides on what it read (the
-/// object, then its owners), and some of its writes carry no resourceVersion (an
-/// ownerReference patch, a DELETE retried with the UID precondition only), so a change made
-/// between those reads and the write can leave a write upstream's decision on the live object
-/// would not make. kube-gc pins the object's version where it decided from the graph's copy,
-/// but an owner can change after it was read, as upstream's can. So a write is accepted as
-/// upstream's when the cluster changed after the item's read of the object (for a write
-/// pinned to a version, the first moment of the item the object shows that version; else its
-/// last GET of it, or the item's start; for a DELETE retried after a conflict, the first
+/// during the item (a user's, another worker's item, or the graph builder's). Upstream decides
+/// on what it read (the object, then its owners), and some of its writes carry no
+/// resourceVersion (an ownerReference patch, a DELETE retried with the UID precondition only),
+/// so a change made between those reads and the write can leave a write upstream's decision on
+/// the live object would not make. kube-gc pins the object's version where it decided from the
+/// graph's copy, but an owner can change after it was read, as upstream's can. So a write is
+/// accepted as upstream's when the cluster changed after the item's read of the object (for a
+/// write pinned to a version, the first moment of the item the object shows that version; else
+/// its last GET of it, or the item's start; for a DELETE retried after a conflict, the first
 /// attempt's read, as upstream's retry keeps its decision) and the write is upstream's on the
 /// cluster as it was at that read or at one of the item's calls after it (a moment the call
 /// would write on).
+///
+/// The graph moves during an item too: upstream's worker reads its graph (an owner's
+/// dependents, for attemptToOrphan and for a foreground deletion's blocking dependents) once
+/// during its item, while its graph builder goes on beside it, so which of the graph's views
+/// that read found is a matter of timing. Any view the graph had during the item (at its start
+/// or at one of its calls, `now` included) is one upstream may have decided on.
 fn upstream_race(
     window: &[Seen],
-    interjected: bool,
+    now: &Seen,
     call: &Call,
-    graph: &Graph,
     orphaned: &mut HashSet<String>,
-) -> bool {
+) -> Option<Race> {
     // A DELETE retried after a conflict (the object read again, its owner references
     // unchanged) carries the decision of the first attempt, as upstream's retry does.
     let first_attempt = match call.request {
@@ -303,24 +330,38 @@ fn upstream_race(
         Some(k) => window[k].call.as_ref().and_then(|first| read_point(&window[..k], first)),
         None => read_point(window, call),
     };
-    // A version no moment of the item showed was not read during it: no allowance.
-    let Some(read) = read else { return false };
-    if !interjected && !window.iter().skip(read + 1).any(|s| s.interjected) {
-        return false;
+    let mut views: Vec<&Observed> = Vec::new();
+    for s in window.iter().chain(std::iter::once(now)) {
+        if !views.contains(&&s.observed) {
+            views.push(&s.observed);
+        }
     }
-    window.iter().skip(read).any(|s| {
-        // Only a moment the call would write on counts (`judge` also passes what is no write);
-        // a DELETE's resourceVersion is that of its latest read, not of its decision's.
-        if written(&s.state, call, false).is_none() {
-            return false;
+    // A version no moment of the item showed was not read during it: no allowance for
+    // changes to the cluster (the graph's views still count).
+    let changed_after_read =
+        read.filter(|&read| now.interjected || window.iter().skip(read + 1).any(|s| s.interjected));
+    let (moments, race): (Vec<&Seen>, Race) = match changed_after_read {
+        Some(read) => {
+            (window.iter().skip(read).chain(std::iter::once(now)).collect(), Race::Cluster)
         }
-        let mut seen = orphaned.clone();
-        let upstreams = judge_at(&s.state, graph, call, &mut seen, false).is_none();
-        if upstreams {
-            *orphaned = seen;
-        }
-        upstreams
-    })
+        None if views.len() > 1 => (vec![now], Race::Graph),
+        None => return None,
+    };
+    // Only a moment the call would write on counts (`judge` also passes what is no write); a
+    // DELETE's resourceVersion is that of its latest read, not of its decision's.
+    let versions = race == Race::Graph;
+    let upstreams =
+        moments.iter().filter(|s| written(&s.state, call, versions).is_some()).any(|s| {
+            views.iter().any(|view| {
+                let mut seen = orphaned.clone();
+                let upstreams = judge_at(&s.state, view, call, &mut seen, versions).is_none();
+                if upstreams {
+                    *orphaned = seen;
+                }
+                upstreams
+            })
+        });
+    upstreams.then_some(race)
 }
 
 /// Where in `window` the item read the object `call` writes, for the decision behind `call`.
@@ -437,16 +478,37 @@ fn live_dependents(state: &State, uid: &str, blocking: bool) -> Vec<String> {
         .collect()
 }
 
-/// Of [`live_dependents`], those the graph holds as dependents of `uid`.
-fn observed_dependents(state: &State, graph: &Graph, uid: &str, blocking: bool) -> Vec<String> {
-    let in_graph: HashSet<String> = Uid::lookup(uid)
-        .map(|u| graph.dependents(u).iter().map(|d| d.uid.to_string()).collect())
-        .unwrap_or_default();
+/// The graph's view of the live objects' dependents at one moment: each live object's UID,
+/// with the UIDs the graph holds as its dependents. Upstream's worker reads this from its
+/// graph (attemptToOrphan's dependents, a foreground deletion's blocking dependents).
+type Observed = HashMap<String, HashSet<String>>;
+
+fn observe(state: &State, graph: &Graph) -> Observed {
+    state
+        .objects
+        .iter()
+        .map(|(_, o)| {
+            let dependents = Uid::lookup(&o.uid)
+                .map(|u| graph.dependents(u).iter().map(|d| d.uid.to_string()).collect())
+                .unwrap_or_default();
+            (o.uid.clone(), dependents)
+        })
+        .collect()
+}
+
+/// Of [`live_dependents`], those the graph's view `observed` holds as dependents of `uid`.
+fn observed_dependents(
+    state: &State,
+    observed: &Observed,
+    uid: &str,
+    blocking: bool,
+) -> Vec<String> {
+    let in_graph = observed.get(uid);
     state
         .objects()
         .into_iter()
         .filter(|(_, m)| {
-            in_graph.contains(&m.uid)
+            in_graph.is_some_and(|g| g.contains(&m.uid))
                 && m.owner_references
                     .iter()
                     .any(|r| r.uid == uid && (!blocking || r.block_owner_deletion == Some(true)))
@@ -477,18 +539,18 @@ fn describe(state: &State, live: &ObjectMeta) -> String {
 /// why not.
 fn judge(
     state: &State,
-    graph: &Graph,
+    observed: &Observed,
     call: &Call,
     orphaned: &mut HashSet<String>,
 ) -> Option<String> {
-    judge_at(state, graph, call, orphaned, true)
+    judge_at(state, observed, call, orphaned, true)
 }
 
 /// [`judge`]; without `versions`, a DELETE's resourceVersion precondition is not checked (a
 /// retried DELETE judged on the moment of its decision).
 fn judge_at(
     state: &State,
-    graph: &Graph,
+    observed: &Observed,
     call: &Call,
     orphaned: &mut HashSet<String>,
     versions: bool,
@@ -503,7 +565,7 @@ fn judge_at(
         Request::Patch(patch) => {
             let mut next = live.clone();
             apply_patch(&mut next, patch).ok()?;
-            judge_patch(state, graph, &live, &next, orphaned)
+            judge_patch(state, observed, &live, &next, orphaned)
                 .map(|e| format!("{e}: {what} patch={}", patch.body))
         }
     }
@@ -566,7 +628,7 @@ fn judge_delete(state: &State, live: &ObjectMeta, options: &DeleteOptions) -> Op
 
 fn judge_patch(
     state: &State,
-    graph: &Graph,
+    observed: &Observed,
     live: &ObjectMeta,
     next: &ObjectMeta,
     orphaned: &mut HashSet<String>,
@@ -648,7 +710,7 @@ fn judge_patch(
         // has delivered yet (its resource's watcher lags the owner's) is upstream's own race,
         // not a departure.
         if f == FINALIZER_ORPHAN {
-            let left = observed_dependents(state, graph, &live.uid, false);
+            let left = observed_dependents(state, observed, &live.uid, false);
             if !left.is_empty() {
                 return Some(format!(
                     "patch removes orphan while dependents {left:?} still reference it"
@@ -656,7 +718,7 @@ fn judge_patch(
             }
             orphaned.insert(live.uid.clone());
         } else if f == FINALIZER_DELETE_DEPENDENTS {
-            let left = observed_dependents(state, graph, &live.uid, true);
+            let left = observed_dependents(state, observed, &live.uid, true);
             if !left.is_empty() {
                 return Some(format!("patch removes foregroundDeletion while {left:?} block it"));
             }
@@ -841,10 +903,13 @@ fn other_worker(
     collector: &Collector<MemoryCluster>,
     cluster: &MemoryCluster,
     oracle: &Mutex<OracleState>,
+    graph: &Graph,
     orphan: bool,
 ) {
     let Some(item) = next_item(collector, orphan) else { return };
-    oracle.lock().begin_other_item(State::of(cluster));
+    let state = State::of(cluster);
+    let observed = observe(&state, graph);
+    oracle.lock().begin_other_item(state, observed);
     let done = item.now_or_never();
     let mut oracle = oracle.lock();
     oracle.end_other_item();
@@ -864,11 +929,14 @@ struct CallHook {
     /// The collector, for the other workers' items (weak: the cluster's hook must not keep
     /// the collector, which holds the cluster, alive).
     other_workers: Arc<OnceLock<Weak<Collector<MemoryCluster>>>>,
+    /// The watchers, for deliveries during an item (weak, for the same reason).
+    watchers: Arc<OnceLock<Weak<Mutex<Watchers>>>>,
 }
 
 impl CallHook {
-    /// First the actions due before `call` (users', or another worker's item), then the
-    /// oracle's judgement of `call` on the cluster as it is served.
+    /// First the actions due before `call` (users', another worker's item, or the watchers'
+    /// deliveries), then the oracle's judgement of `call` on the cluster and the graph as it is
+    /// served.
     fn on_call(&self, cluster: &MemoryCluster, call: &Call) {
         let write = matches!(call.request, Request::Patch(_) | Request::Delete(_));
         let due: Vec<Op> = {
@@ -888,11 +956,17 @@ impl CallHook {
             cluster.objects().into_iter().map(|(_, m)| (m.uid, m.resource_version)).collect()
         };
         let before = (!due.is_empty()).then(versions);
+        let view_before = (!due.is_empty()).then(|| observe(&State::of(cluster), &self.graph));
         for op in &due {
             match op {
                 Op::Work { orphan, .. } => {
                     if let Some(collector) = self.other_workers.get().and_then(Weak::upgrade) {
-                        other_worker(&collector, cluster, &self.oracle, *orphan);
+                        other_worker(&collector, cluster, &self.oracle, &self.graph, *orphan);
+                    }
+                }
+                Op::Deliver { .. } | Op::DeliverResource { .. } | Op::BreakWatch { .. } => {
+                    if let Some(watchers) = self.watchers.get().and_then(Weak::upgrade) {
+                        watchers.lock().step(op);
                     }
                 }
                 _ => self.users.lock().act(cluster, op),
@@ -900,13 +974,21 @@ impl CallHook {
         }
         let interjected = before.is_some_and(|before| before != versions());
         let state = State::of(cluster);
+        let observed = observe(&state, &self.graph);
+        // Whether the graph's view of an object live before and after changed.
+        let graph_moved = view_before.is_some_and(|before| {
+            before.iter().any(|(uid, d)| observed.get(uid).is_some_and(|now| now != d))
+        });
+        let now = Seen { call: Some(call.clone()), state, observed, interjected };
         let mut oracle = self.oracle.lock();
-        oracle.note_invalid(&state);
+        oracle.note_invalid(&now.state);
         oracle.writes_after_changes += usize::from(interjected && write);
-        let OracleState { violations, orphaned, window, races, .. } = &mut *oracle;
-        if let Some(v) = judge(&state, &self.graph, call, orphaned) {
-            if upstream_race(window, interjected, call, &self.graph, orphaned) {
+        oracle.graph_moves += usize::from(graph_moved);
+        let OracleState { violations, orphaned, window, races, graph_races, .. } = &mut *oracle;
+        if let Some(v) = judge(&now.state, &now.observed, call, orphaned) {
+            if let Some(race) = upstream_race(window, &now, call, orphaned) {
                 *races += 1;
+                *graph_races += usize::from(race == Race::Graph);
             } else {
                 let calls = cluster.calls();
                 let recent: Vec<String> = calls
@@ -924,7 +1006,7 @@ impl CallHook {
                 ));
             }
         }
-        window.push(Seen { call: Some(call.clone()), state, interjected });
+        window.push(now);
     }
 }
 
@@ -932,7 +1014,16 @@ impl CallHook {
 /// (calls left to count, the action).
 type Meanwhile = Vec<(u8, Op)>;
 
-struct World {
+/// `per_256` of 256 of `len`, rounded up: a delivery of any share but none delivers at least
+/// one event, and the largest share delivers every one of a short log.
+fn share(len: usize, per_256: u8) -> usize {
+    (len * usize::from(per_256)).div_ceil(256)
+}
+
+/// The watchers between the cluster's watch log and the graph. Shared with the cluster's hook,
+/// which delivers events while a worker waits on a call, as the controller's graph builder
+/// runs beside its workers.
+struct Watchers {
     cluster: Arc<MemoryCluster>,
     /// The graph builder the watchers' notifications go through, as in the controller (its
     /// resource stores, relist diffs and lagging-watcher notes included).
@@ -943,85 +1034,47 @@ struct World {
     behind: Vec<ObjectType>,
     /// Deletes the stores made from relists (for the coverage test).
     relist_deletes: usize,
+    slots: Vec<(Resource, &'static str)>,
+}
+
+struct World {
+    cluster: Arc<MemoryCluster>,
+    collector: Arc<Collector<MemoryCluster>>,
+    graph: Arc<Graph>,
+    watchers: Arc<Mutex<Watchers>>,
     users: Arc<Mutex<Users>>,
     meanwhile: Arc<Mutex<Meanwhile>>,
     oracle: Arc<Mutex<OracleState>>,
     slots: Vec<(Resource, &'static str)>,
 }
 
-impl World {
-    fn new(options: CollectorOptions) -> World {
-        let cluster = Arc::new(MemoryCluster::new());
-        let slots = slots();
-        for (res, _) in &slots {
-            if *res == widgets() {
-                cluster.register_custom(res.clone());
-            } else {
-                cluster.register(res.clone());
+impl Watchers {
+    /// Makes a delivery or a broken watch (nothing for other ops).
+    fn step(&mut self, op: &Op) {
+        match op {
+            Op::Deliver { per_256 } => {
+                self.undelivered.extend(self.cluster.take_watch_events());
+                let count = share(self.undelivered.len(), *per_256);
+                self.deliver(count);
             }
-        }
-        let users = Arc::new(Mutex::new(Users {
-            slots: slots.clone(),
-            uids: vec![Vec::new(); slots.len()],
-            next_uid: 1,
-        }));
-        let meanwhile = Arc::new(Mutex::new(Meanwhile::new()));
-        let oracle = Arc::new(Mutex::new(OracleState::default()));
-        let graph = Arc::new(Graph::new(2).unwrap());
-        let other_workers: Arc<OnceLock<Weak<Collector<MemoryCluster>>>> = Arc::default();
-        let hook = CallHook {
-            users: users.clone(),
-            meanwhile: meanwhile.clone(),
-            oracle: oracle.clone(),
-            graph: graph.clone(),
-            other_workers: other_workers.clone(),
-        };
-        // Every call the cluster serves comes from the collector (users' changes are not
-        // recorded). A panic in the hook would be caught by the worker's own guard and become
-        // a requeue, so it is caught here and counted as a violation.
-        cluster.on_call(move |cluster, call| {
-            let judged = std::panic::catch_unwind(AssertUnwindSafe(|| hook.on_call(cluster, call)));
-            if let Err(panic) = judged {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                let v = format!("the test's hook panicked on {}: {what}", call.action());
-                hook.oracle.lock().violations.push(v);
+            Op::DeliverResource { slot, per_256 } => {
+                self.undelivered.extend(self.cluster.take_watch_events());
+                let ty = self.slots[*slot].0.object_type();
+                let (mine, others): (Vec<Event>, Vec<Event>) =
+                    std::mem::take(&mut self.undelivered)
+                        .into_iter()
+                        .partition(|e| e.object_type == ty);
+                let count = share(mine.len(), *per_256);
+                let mut mine = mine.into_iter();
+                let batch: Vec<Event> = mine.by_ref().take(count).collect();
+                // The rest keeps its order within each resource.
+                self.undelivered = others;
+                self.undelivered.extend(mine);
+                self.deliver_events(batch);
             }
-            None
-        });
-        let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
-        if options.early_collection {
-            collector.begin_warm_up();
+            Op::BreakWatch { slot, relist } => self.break_watch(*slot, *relist),
+            _ => {}
         }
-        let collector = Arc::new(collector);
-        let _ = other_workers.set(Arc::downgrade(&collector));
-        World {
-            builder: GraphBuilder::new(Ingester::new(graph, 2), collector, changes),
-            cluster,
-            undelivered: Vec::new(),
-            behind: Vec::new(),
-            relist_deletes: 0,
-            users,
-            meanwhile,
-            oracle,
-            slots,
-        }
-    }
-
-    fn collector(&self) -> &Collector<MemoryCluster> {
-        self.builder.collector()
-    }
-
-    fn live(&self, slot: usize) -> Option<ObjectMeta> {
-        self.users.lock().live(&self.cluster, slot)
-    }
-
-    fn user_action(&mut self, op: &Op) {
-        self.users.lock().act(&self.cluster, op);
-        self.oracle.lock().note_invalid(&State::of(&self.cluster));
     }
 
     /// The watcher of the resource whose objects have type `ty`.
@@ -1112,13 +1165,112 @@ impl World {
         }
     }
 
+    /// Whether everything has reached the graph: no event undelivered, no watcher behind, no
+    /// virtual delete waiting.
+    fn caught_up(&self) -> bool {
+        self.undelivered.is_empty()
+            && self.behind.is_empty()
+            && self.builder.graph_changes().is_empty()
+    }
+}
+
+impl World {
+    fn new(options: CollectorOptions) -> World {
+        let cluster = Arc::new(MemoryCluster::new());
+        let slots = slots();
+        for (res, _) in &slots {
+            if *res == widgets() {
+                cluster.register_custom(res.clone());
+            } else {
+                cluster.register(res.clone());
+            }
+        }
+        let users = Arc::new(Mutex::new(Users {
+            slots: slots.clone(),
+            uids: vec![Vec::new(); slots.len()],
+            next_uid: 1,
+        }));
+        let meanwhile = Arc::new(Mutex::new(Meanwhile::new()));
+        let oracle = Arc::new(Mutex::new(OracleState::default()));
+        let graph = Arc::new(Graph::new(2).unwrap());
+        let other_workers: Arc<OnceLock<Weak<Collector<MemoryCluster>>>> = Arc::default();
+        let hook_watchers: Arc<OnceLock<Weak<Mutex<Watchers>>>> = Arc::default();
+        let hook = CallHook {
+            users: users.clone(),
+            meanwhile: meanwhile.clone(),
+            oracle: oracle.clone(),
+            graph: graph.clone(),
+            other_workers: other_workers.clone(),
+            watchers: hook_watchers.clone(),
+        };
+        // Every call the cluster serves comes from the collector (users' changes are not
+        // recorded). A panic in the hook would be caught by the worker's own guard and become
+        // a requeue, so it is caught here and counted as a violation.
+        cluster.on_call(move |cluster, call| {
+            let judged = std::panic::catch_unwind(AssertUnwindSafe(|| hook.on_call(cluster, call)));
+            if let Err(panic) = judged {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                let v = format!("the test's hook panicked on {}: {what}", call.action());
+                hook.oracle.lock().violations.push(v);
+            }
+            None
+        });
+        let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
+        if options.early_collection {
+            collector.begin_warm_up();
+        }
+        let collector = Arc::new(collector);
+        let _ = other_workers.set(Arc::downgrade(&collector));
+        let watchers = Arc::new(Mutex::new(Watchers {
+            cluster: cluster.clone(),
+            builder: GraphBuilder::new(Ingester::new(graph.clone(), 2), collector.clone(), changes),
+            undelivered: Vec::new(),
+            behind: Vec::new(),
+            relist_deletes: 0,
+            slots: slots.clone(),
+        }));
+        let _ = hook_watchers.set(Arc::downgrade(&watchers));
+        World { cluster, collector, graph, watchers, users, meanwhile, oracle, slots }
+    }
+
+    fn collector(&self) -> &Collector<MemoryCluster> {
+        &self.collector
+    }
+
+    fn live(&self, slot: usize) -> Option<ObjectMeta> {
+        self.users.lock().live(&self.cluster, slot)
+    }
+
+    fn user_action(&mut self, op: &Op) {
+        self.users.lock().act(&self.cluster, op);
+        self.oracle.lock().note_invalid(&State::of(&self.cluster));
+    }
+
+    /// Delivers every watch event (and the workers' virtual deletes) to the graph.
+    fn deliver_all(&self) {
+        let mut watchers = self.watchers.lock();
+        watchers.deliver(usize::MAX);
+        watchers.apply_graph_changes();
+    }
+
+    /// A worker item (or a round of proofs) starts: a new window of the oracle.
+    fn begin_item(&self) {
+        let state = State::of(&self.cluster);
+        let observed = observe(&state, &self.graph);
+        self.oracle.lock().begin_item(state, observed);
+    }
+
     /// Runs up to `n` items of one queue; returns how many ran. Each item starts a new window
     /// of the oracle (see [`upstream_race`]).
     fn work(&mut self, n: usize, orphan: bool) -> usize {
         for i in 0..n {
-            self.apply_graph_changes();
+            self.watchers.lock().apply_graph_changes();
             let Some(item) = next_item(self.collector(), orphan) else { return i };
-            self.oracle.lock().begin_item(State::of(&self.cluster));
+            self.begin_item();
             block_on(item);
         }
         n
@@ -1126,32 +1278,15 @@ impl World {
 
     fn step(&mut self, op: &Op) {
         match op {
-            Op::Deliver { per_256 } => {
-                self.undelivered.extend(self.cluster.take_watch_events());
-                let count = self.undelivered.len() * usize::from(*per_256) / 256;
-                self.deliver(count);
-            }
-            Op::DeliverResource { slot, per_256 } => {
-                self.undelivered.extend(self.cluster.take_watch_events());
-                let ty = self.slots[*slot].0.object_type();
-                let (mine, others): (Vec<Event>, Vec<Event>) =
-                    std::mem::take(&mut self.undelivered)
-                        .into_iter()
-                        .partition(|e| e.object_type == ty);
-                let count = mine.len() * usize::from(*per_256) / 256;
-                let mut mine = mine.into_iter();
-                let batch: Vec<Event> = mine.by_ref().take(count).collect();
-                // The rest keeps its order within each resource.
-                self.undelivered = others;
-                self.undelivered.extend(mine);
-                self.deliver_events(batch);
+            Op::Deliver { .. } | Op::DeliverResource { .. } | Op::BreakWatch { .. } => {
+                self.watchers.lock().step(op);
             }
             Op::Work { n, orphan } => {
                 self.work(usize::from(*n), *orphan);
             }
             Op::FinishWarmUp => {
                 if self.collector().is_warming_up() {
-                    self.deliver(usize::MAX);
+                    self.deliver_all();
                     self.collector().finish_warm_up();
                 }
             }
@@ -1164,14 +1299,13 @@ impl World {
                 self.prove();
             }
             Op::Meanwhile { calls, op } => self.meanwhile.lock().push((*calls, (**op).clone())),
-            Op::BreakWatch { slot, relist } => self.break_watch(*slot, *relist),
             _ => self.user_action(op),
         }
     }
 
     /// One round of absence proofs, settling at once.
     fn prove(&mut self) -> usize {
-        self.oracle.lock().begin_item(State::of(&self.cluster));
+        self.begin_item();
         let round = block_on(self.collector().prove_absences(ProofWaits::NONE));
         round.lists + round.handed_back
     }
@@ -1181,7 +1315,7 @@ impl World {
     fn settle(&mut self) -> bool {
         // User actions still waiting are made during a first round of the workers, on what
         // the history left; then the users stop.
-        self.deliver(usize::MAX);
+        self.deliver_all();
         self.work(50, false);
         self.work(50, true);
         self.meanwhile.lock().clear();
@@ -1189,20 +1323,18 @@ impl World {
             self.user_action(&Op::Finalizer { slot, add: false });
         }
         if self.collector().is_warming_up() {
-            self.deliver(usize::MAX);
+            self.deliver_all();
             self.collector().finish_warm_up();
         }
         for _ in 0..200 {
-            self.deliver(usize::MAX);
+            self.deliver_all();
             let ran = self.work(50, false) + self.work(50, true) + self.prove();
-            self.deliver(usize::MAX);
-            self.apply_graph_changes();
+            self.deliver_all();
+            let caught_up = self.watchers.lock().caught_up();
             let collector = self.collector();
             if ran == 0
                 && collector.pending_proofs() == 0
-                && self.undelivered.is_empty()
-                && self.behind.is_empty()
-                && self.builder.graph_changes().is_empty()
+                && caught_up
                 && collector.attempt_to_delete_queue().is_empty()
                 && collector.attempt_to_orphan_queue().is_empty()
             {
@@ -1529,6 +1661,46 @@ fn an_owner_changed_after_its_read_is_upstreams_race() {
     assert!(world.oracle.lock().races > 0, "the patch raced the Node's deletion");
 }
 
+/// The graph moves during an item: a ReplicaSet references a Deployment that a user deletes
+/// with `orphan`; the Deployment's watcher delivers, the ReplicaSets' lags. The orphaning
+/// worker finds no dependent in the graph, and the ReplicaSet's reference arrives while it is
+/// about to remove the finalizer. Upstream reading its graph a moment earlier makes the same
+/// write (its graph builder and workers are not ordered either): accepted as a race on the
+/// graph's earlier view, not on the live state, which did not change.
+#[test]
+fn a_dependent_delivered_during_an_orphaning_is_upstreams_race() {
+    let ops = [
+        create(0, &[]),
+        create(1, &[(0, false)]),
+        Op::DeliverResource { slot: 0, per_256: 255 },
+        Op::Delete { slot: 0, policy: Some(PropagationPolicy::Orphan) },
+        Op::DeliverResource { slot: 0, per_256: 255 },
+        Op::Meanwhile { calls: 2, op: Box::new(Op::DeliverResource { slot: 1, per_256: 255 }) },
+        Op::Work { n: 1, orphan: true },
+    ];
+    let mut world = World::new(controller_options(false));
+    for op in &ops {
+        world.step(op);
+    }
+    let oracle = world.oracle.lock();
+    assert_eq!(oracle.violations, Vec::<String>::new());
+    assert_eq!(oracle.graph_moves, 1, "the ReplicaSet's reference arrived during the item");
+    assert_eq!(oracle.graph_races, 1, "the finalizer's removal was judged on the earlier view");
+    drop(oracle);
+    let calls: Vec<String> = world
+        .cluster
+        .calls()
+        .iter()
+        .map(|c| format!("{:?} {}/{}", c.verb(), c.resource.resource, c.name))
+        .collect();
+    assert_eq!(
+        calls,
+        ["Get deployments/d", "Get deployments/d", "Patch deployments/d"],
+        "the ReplicaSet, not in the graph when the worker listed the dependents, is not patched"
+    );
+    settled(world).unwrap();
+}
+
 /// The oracle's own finding, from a run of a million histories: a Deployment names a Pod and,
 /// under a ConfigMap's UID, itself. Its graph copy is current; the Pod is read solid, its
 /// foreground deletion begins, and the lookup of the self-named owner is a GET of the
@@ -1625,10 +1797,10 @@ fn another_workers_item_runs_between_a_read_and_a_write() {
     for op in [create(0, &[]), create(1, &[(0, false)]), create(3, &[]), create(2, &[(3, false)])] {
         world.step(&op);
     }
-    world.deliver(usize::MAX);
+    world.deliver_all();
     world.step(&Op::Delete { slot: 3, policy: None });
     world.step(&Op::Delete { slot: 0, policy: Some(PropagationPolicy::Orphan) });
-    world.deliver(usize::MAX);
+    world.deliver_all();
     world.cluster.take_calls();
     world.step(&Op::Meanwhile { calls: 1, op: Box::new(Op::Work { n: 1, orphan: false }) });
     world.step(&Op::Work { n: 1, orphan: true });
@@ -1651,9 +1823,16 @@ fn another_workers_item_runs_between_a_read_and_a_write() {
         ],
         "the other worker's item ran inside the orphaning"
     );
-    world.undelivered.extend(world.cluster.take_watch_events());
-    let served: Vec<String> =
-        world.undelivered.iter().map(|e| format!("{:?} {}", e.event_type, e.object.name)).collect();
+    let served: Vec<String> = {
+        let mut watchers = world.watchers.lock();
+        let events = watchers.cluster.take_watch_events();
+        watchers.undelivered.extend(events);
+        watchers
+            .undelivered
+            .iter()
+            .map(|e| format!("{:?} {}", e.event_type, e.object.name))
+            .collect()
+    };
     assert_eq!(served[..2], ["Delete r2", "Update r1"], "served in this order");
     let world = settled(world).unwrap();
     let r1 = world.live(1).expect("the orphaned ReplicaSet went");
@@ -1662,8 +1841,9 @@ fn another_workers_item_runs_between_a_read_and_a_write() {
 }
 
 /// The new shapes of history reach what they are there for: writes made right after a change
-/// during their item, other workers' items run inside an item, and deletes made by relists. A
-/// history that never meets a path proves nothing about it. (A write accepted as upstream's
+/// during their item, other workers' items run inside an item, deliveries that move the graph
+/// during an item, and deletes made by relists. A history that never meets a path proves
+/// nothing about it. (A write accepted as upstream's
 /// race is rarer, about one in 10,000 histories; `an_owner_changed_after_its_read_is_upstreams_race`
 /// takes that path.)
 #[test]
@@ -1674,6 +1854,7 @@ fn the_histories_reach_changes_during_items_and_relists() {
     let mut runner = TestRunner::deterministic();
     let strategy = prop::collection::vec(op(), 1..40);
     let (mut writes_after_changes, mut races, mut other_items, mut relist_deletes) = (0, 0, 0, 0);
+    let (mut graph_moves, mut graph_races) = (0, 0);
     for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
         let world = run_world(&history, false).unwrap();
@@ -1681,13 +1862,18 @@ fn the_histories_reach_changes_during_items_and_relists() {
         writes_after_changes += oracle.writes_after_changes;
         races += oracle.races;
         other_items += oracle.other_items;
-        relist_deletes += world.relist_deletes;
+        graph_moves += oracle.graph_moves;
+        graph_races += oracle.graph_races;
+        relist_deletes += world.watchers.lock().relist_deletes;
     }
     eprintln!(
-        "writes right after a change: {writes_after_changes}; accepted as races: {races}; \
-         other workers' items: {other_items}; deletes from relists: {relist_deletes}"
+        "writes right after a change: {writes_after_changes}; accepted as races: {races} \
+         ({graph_races} on an earlier view of the graph); other workers' items: {other_items}; \
+         deliveries moving the graph during an item: {graph_moves}; deletes from relists: \
+         {relist_deletes}"
     );
     assert!(writes_after_changes > 0, "no write right after a change during its item");
     assert!(other_items > 0, "no other worker's item ran inside an item");
+    assert!(graph_moves > 0, "no delivery moved the graph during an item");
     assert!(relist_deletes > 0, "no relist made a delete");
 }
