@@ -124,8 +124,9 @@ enum Op {
     /// A user action (`op`: a create, reference, delete or finalizer op) made just before the
     /// collector's `calls`-th next call is served: between a worker's read and its write, or
     /// between two writes. With `op` an [`Op::Work`], another worker's item runs there
-    /// instead (before the first write from that call on), to its end: concurrent workers.
-    /// With `op` a delivery or a broken watch, the watchers' events reach the graph there: the
+    /// instead (before the first write from that call on), to its end: concurrent workers;
+    /// with `op` an [`Op::Prove`], a round of absence proofs, as the collector's proof loop
+    /// runs beside the workers. With `op` a delivery or a broken watch, the watchers' events reach the graph there: the
     /// graph builder runs beside the workers, so the graph may move during an item. Other ops
     /// do nothing here.
     Meanwhile { calls: u8, op: Box<Op> },
@@ -170,13 +171,14 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (1..4u8, prop_oneof![
             6 => user_op(),
             2 => any::<bool>().prop_map(|orphan| Op::Work { n: 1, orphan }),
+            1 => any::<bool>().prop_map(|listed| Op::Prove { listed }),
             2 => any::<u8>().prop_map(|per_256| Op::Deliver { per_256 }),
             2 => (0..n, any::<u8>())
                 .prop_map(|(slot, per_256)| Op::DeliverResource { slot, per_256 }),
             1 => (0..n, any::<bool>()).prop_map(|(slot, relist)| Op::BreakWatch { slot, relist }),
         ])
         .prop_map(|(calls, op)| Op::Meanwhile { calls, op: Box::new(op) }),
-        2 => (0..n, any::<bool>()).prop_map(|(slot, relist)| Op::BreakWatch { slot, relist }),
+        3 => (0..n, any::<bool>()).prop_map(|(slot, relist)| Op::BreakWatch { slot, relist }),
     ]
 }
 
@@ -203,6 +205,9 @@ struct OracleState {
     writes_after_changes: usize,
     /// Other workers' items run during an item (for the coverage test).
     other_items: usize,
+    /// Rounds of absence proofs run during an item that listed or handed back an owner (for
+    /// the coverage test).
+    other_proofs: usize,
     /// Deliveries during an item that changed the graph's view of a live object's dependents
     /// (for the coverage test).
     graph_moves: usize,
@@ -907,15 +912,55 @@ fn other_worker(
     orphan: bool,
 ) {
     let Some(item) = next_item(collector, orphan) else { return };
+    interject(item, cluster, oracle, graph);
+    oracle.lock().other_items += 1;
+}
+
+/// A round of absence proofs, run to its end while a worker is about to make a write: the
+/// collector's proof loop runs beside the workers. With `listed`, every resource is first
+/// reported listed (see [`Op::Prove`]).
+fn other_proofs(
+    collector: &Collector<MemoryCluster>,
+    cluster: &MemoryCluster,
+    oracle: &Mutex<OracleState>,
+    graph: &Graph,
+    listed: bool,
+) {
+    if listed {
+        note_listed(collector);
+    }
+    let round = collector.prove_absences(ProofWaits::NONE).boxed_local();
+    let round = interject(round, cluster, oracle, graph);
+    let acted = round.is_some_and(|r| r.lists + r.handed_back > 0);
+    oracle.lock().other_proofs += usize::from(acted);
+}
+
+/// Runs `work` (another worker's item, or a round of proofs) inside the current item, with a
+/// window of its own. The in-memory server answers at once, so it completes in one poll
+/// (`block_on` would not nest); `None` (and a violation) if it did not.
+fn interject<T>(
+    work: LocalBoxFuture<'_, T>,
+    cluster: &MemoryCluster,
+    oracle: &Mutex<OracleState>,
+    graph: &Graph,
+) -> Option<T> {
     let state = State::of(cluster);
     let observed = observe(&state, graph);
     oracle.lock().begin_other_item(state, observed);
-    let done = item.now_or_never();
+    let done = work.now_or_never();
     let mut oracle = oracle.lock();
     oracle.end_other_item();
-    oracle.other_items += 1;
     if done.is_none() {
-        oracle.violations.push("another worker's item did not complete at once".into());
+        oracle.violations.push("work run inside an item did not complete at once".into());
+    }
+    done
+}
+
+/// Reports every slot's resource listed, whatever the graph holds.
+fn note_listed(collector: &Collector<MemoryCluster>) {
+    let slots = slots();
+    for (res, _) in &slots {
+        collector.note_listed(res.object_type(), slots.len());
     }
 }
 
@@ -942,11 +987,11 @@ impl CallHook {
         let due: Vec<Op> = {
             let mut pending = self.meanwhile.lock();
             pending.iter_mut().for_each(|(n, _)| *n = n.saturating_sub(1));
-            // Another worker's item runs only before a write: a worker waiting on a GET is not
-            // interrupted (its read may be shared, in flight).
+            // Another worker's item (or a round of proofs) runs only before a write: a worker
+            // waiting on a GET is not interrupted (its read may be shared, in flight).
             let (due, rest) =
                 std::mem::take(&mut *pending).into_iter().partition::<Vec<_>, _>(|(n, op)| {
-                    *n == 0 && (write || !matches!(op, Op::Work { .. }))
+                    *n == 0 && (write || !matches!(op, Op::Work { .. } | Op::Prove { .. }))
                 });
             *pending = rest;
             due.into_iter().map(|(_, op)| op).collect()
@@ -962,6 +1007,11 @@ impl CallHook {
                 Op::Work { orphan, .. } => {
                     if let Some(collector) = self.other_workers.get().and_then(Weak::upgrade) {
                         other_worker(&collector, cluster, &self.oracle, &self.graph, *orphan);
+                    }
+                }
+                Op::Prove { listed } => {
+                    if let Some(collector) = self.other_workers.get().and_then(Weak::upgrade) {
+                        other_proofs(&collector, cluster, &self.oracle, &self.graph, *listed);
                     }
                 }
                 Op::Deliver { .. } | Op::DeliverResource { .. } | Op::BreakWatch { .. } => {
@@ -1292,9 +1342,7 @@ impl World {
             }
             Op::Prove { listed } => {
                 if *listed {
-                    for (res, _) in &self.slots {
-                        self.collector().note_listed(res.object_type(), self.slots.len());
-                    }
+                    note_listed(self.collector());
                 }
                 self.prove();
             }
@@ -1841,8 +1889,8 @@ fn another_workers_item_runs_between_a_read_and_a_write() {
 }
 
 /// The new shapes of history reach what they are there for: writes made right after a change
-/// during their item, other workers' items run inside an item, deliveries that move the graph
-/// during an item, and deletes made by relists. A history that never meets a path proves
+/// during their item, other workers' items and rounds of proofs run inside an item, deliveries
+/// that move the graph during an item, and deletes made by relists. A history that never meets a path proves
 /// nothing about it. (A write accepted as upstream's
 /// race is rarer, about one in 10,000 histories; `an_owner_changed_after_its_read_is_upstreams_race`
 /// takes that path.)
@@ -1854,7 +1902,7 @@ fn the_histories_reach_changes_during_items_and_relists() {
     let mut runner = TestRunner::deterministic();
     let strategy = prop::collection::vec(op(), 1..40);
     let (mut writes_after_changes, mut races, mut other_items, mut relist_deletes) = (0, 0, 0, 0);
-    let (mut graph_moves, mut graph_races) = (0, 0);
+    let (mut graph_moves, mut graph_races, mut other_proofs) = (0, 0, 0);
     for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
         let world = run_world(&history, false).unwrap();
@@ -1863,17 +1911,20 @@ fn the_histories_reach_changes_during_items_and_relists() {
         races += oracle.races;
         other_items += oracle.other_items;
         graph_moves += oracle.graph_moves;
+        other_proofs += oracle.other_proofs;
         graph_races += oracle.graph_races;
         relist_deletes += world.watchers.lock().relist_deletes;
     }
     eprintln!(
         "writes right after a change: {writes_after_changes}; accepted as races: {races} \
          ({graph_races} on an earlier view of the graph); other workers' items: {other_items}; \
+         rounds of proofs inside an item: {other_proofs}; \
          deliveries moving the graph during an item: {graph_moves}; deletes from relists: \
          {relist_deletes}"
     );
     assert!(writes_after_changes > 0, "no write right after a change during its item");
     assert!(other_items > 0, "no other worker's item ran inside an item");
     assert!(graph_moves > 0, "no delivery moved the graph during an item");
+    assert!(other_proofs > 0, "no round of proofs ran inside an item");
     assert!(relist_deletes > 0, "no relist made a delete");
 }
