@@ -524,6 +524,35 @@ fn orphaning_skips_an_owner_no_longer_asking_for_it() {
     assert_eq!(pod.owner_references.len(), 1, "orphaned on a stale graph");
 }
 
+/// The owner queued for orphaning goes (the user lets it go: its delete event removes its
+/// node) and a cluster-scoped object's reference names its UID: the graph now holds a virtual
+/// node with no namespace under the item's UID. The item is dropped without a call. Read
+/// under the virtual identity, a namespaced kind with no namespace was an error no retry
+/// resolves, and the item came back for ever (found by `stale_view_log`'s liveness check).
+#[test]
+fn an_owner_gone_and_named_by_a_cluster_scoped_object_is_not_retried_for_ever() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    let key = env.key("rcu");
+    assert_eq!(env.gc.attempt_to_orphan_queue().pending(), [key]);
+    let last_seen = env.cluster.object(&rcs, "ns1", "rc1").unwrap();
+    env.cluster.delete_object(&rcs, "ns1", "rc1").unwrap();
+    env.observe(EventType::Delete, &rcs, last_seen);
+    let named = vec![owner_ref(&rcs, "rc1", "rcu", None)];
+    env.create(&nodes(), object(&nodes(), "n1", "n1u", named));
+    let virtual_owner = env.graph.node(Uid::parse("rcu")).expect("a virtual node for the UID");
+    assert!(virtual_owner.is_virtual, "{virtual_owner:?}");
+    assert!(virtual_owner.identity.namespace.is_cluster(), "{virtual_owner:?}");
+    env.cluster.take_actions();
+
+    assert!(block_on(env.gc.process_attempt_to_orphan_worker()));
+    assert_eq!(env.cluster.take_actions(), Vec::<String>::new());
+    let queue = env.gc.attempt_to_orphan_queue();
+    assert!(queue.is_empty(), "the item came back: {:?}", queue.pending());
+    assert_eq!(queue.num_requeues(&key), 0);
+}
+
 #[test]
 fn orphaning_failure_keeps_the_finalizer_and_requeues() {
     let env = env_with_an_rc_being_orphaned("pa", "pau");

@@ -28,6 +28,19 @@ impl<C: Cluster> Collector<C> {
         }
         // The owner as the graph knows it; a node gone from the graph has nothing to orphan.
         let Some(owner) = self.graph.node(key.uid) else { return Outcome::Forget };
+        // Nor has a virtual node: the item was queued for the observed owner, and a virtual
+        // node under its UID means the owner's delete event came (its node left the graph)
+        // and a dependent's reference has named the UID since. The owner is gone, so no write
+        // is owed, and the dependents the owner still had were queued to attemptToDelete when
+        // its node left, as upstream's removeNode queues them. Upstream's worker, holding the
+        // removed node, may patch those dependents first and then finds the owner gone (404):
+        // a race it runs against its own attemptToDelete, whose outcome kube-gc's is. Reading
+        // the virtual identity instead would GET what the reference says, and a cluster-scoped
+        // dependent's reference gives a namespaced kind no namespace: an error no retry
+        // resolves, so the item came back for ever.
+        if owner.is_virtual {
+            return Outcome::Forget;
+        }
         // Divergence from upstream, which orphans whatever its informers have delivered: while
         // a watcher that had synced is behind (its watch broke, it relists), the dependents it
         // missed are not in the graph, would keep their reference and be collected once seen.
@@ -57,7 +70,7 @@ impl<C: Cluster> Collector<C> {
             }
             Err(e) => {
                 tracing::warn!(owner = %owner.identity, error = %e, "cannot read the owner to orphan");
-                return Outcome::Requeue;
+                return e.outcome();
             }
         }
         let dependents: Vec<ObjectReference> = self
