@@ -603,6 +603,37 @@ fn an_orphaned_owner_is_remembered_before_its_finalizer_goes_and_forgotten_if_it
     assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none());
 }
 
+/// The user lets the owner go (removes `orphan` itself) while its orphaning runs, just before
+/// the orphaning's removal reads it: the orphaning did not end by the collector's hand, so the
+/// owner is not remembered as orphaned, and a dependent the graph never held is upstream's to
+/// collect, not one whose reference is removed (found by `stale_view_log` at a million
+/// histories).
+#[test]
+fn an_owner_let_go_by_its_user_during_the_orphaning_is_not_remembered() {
+    let env = env_with_an_rc_being_orphaned("pa", "pau");
+    let rcs = replication_controllers();
+    let gets = Arc::new(AtomicUsize::new(0));
+    let count = gets.clone();
+    env.cluster.on_call(move |cluster, call| {
+        // The owner's second GET is the removal's: the user's change lands just before it.
+        if call.verb() == Verb::Get
+            && call.name == "rc1"
+            && count.fetch_add(1, Ordering::SeqCst) == 1
+        {
+            cluster.update_object(&replication_controllers(), "ns1", "rc1", |m| {
+                m.finalizers.clear();
+            });
+        }
+        None
+    });
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    assert_eq!(gets.load(Ordering::SeqCst), 2);
+    assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none(), "the user let it go");
+    assert!(!env.gc.orphaned_owners().contains(Uid::parse("rcu")), "remembered as orphaned");
+    let pod = env.cluster.object(&pods(), "ns1", "pa").expect("orphaned before the user's change");
+    assert!(pod.owner_references.is_empty(), "{pod:?}");
+}
+
 /// A dependent decided while its owner's orphaning finishes (the orphaning remembers the owner,
 /// then the API server deletes it, both inside the dependent's GET of that owner) finds the
 /// owner absent and already remembered: its reference is removed, the dependent never

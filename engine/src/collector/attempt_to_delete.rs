@@ -438,6 +438,7 @@ impl<C: Cluster> Collector<C> {
                 return Ok(DeleteItemResult::HeldForWatchers);
             }
             tracing::debug!(item = %item.identity, "remove DeleteDependents finalizer for item");
+            // Whoever removed it, the owner's foreground deletion goes on.
             self.remove_finalizer(&item.identity, FINALIZER_DELETE_DEPENDENTS).await?;
             return Ok(DeleteItemResult::ProcessedDeletingDependents);
         }

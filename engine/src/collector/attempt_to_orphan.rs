@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use futures_util::future::join_all;
 
+use super::operations::FinalizerRemoval;
 use super::{Collector, HeldDecision, ItemError, Outcome};
 use crate::cluster::{Cluster, ClusterError};
 use crate::graph::NodeKey;
@@ -87,13 +88,22 @@ impl<C: Cluster> Collector<C> {
         // API server applies the removal, and a worker that then finds it absent (by a GET or
         // through its delete event) must find it here too, or it collects the dependents the
         // graph did not hold yet instead of orphaning them (see `OrphanedOwners`). Forgotten if
-        // the removal fails: the owner most likely stays, and the next attempt reads it live
-        // again. Were the patch applied and only its answer lost, forgetting falls back to
-        // upstream's behaviour; keeping the owner could orphan the dependents of an owner the
-        // user has since deleted with another policy, a write upstream would not make.
+        // the removal finds nothing to remove (below), or if it fails: the owner most likely
+        // stays, and the next attempt reads it live again. Were the patch applied and only its
+        // answer lost, forgetting falls back to upstream's behaviour; keeping the owner could
+        // orphan the dependents of an owner the user has since deleted with another policy, a
+        // write upstream would not make.
         self.orphaned.record(owner.identity.uid);
         match self.remove_finalizer(&owner.identity, FINALIZER_ORPHAN).await {
-            Ok(()) => Outcome::Forget,
+            Ok(FinalizerRemoval::Removed) => Outcome::Forget,
+            Ok(FinalizerRemoval::NotThere) => {
+                // Someone else let the owner go (a user removed `orphan`, or it went) before
+                // this worker did: the orphaning did not end by kube-gc's hand, so a dependent
+                // the graph did not hold is upstream's to decide (collected once its owner is
+                // found gone), not one to keep.
+                self.orphaned.forget(owner.identity.uid);
+                Outcome::Forget
+            }
             Err(e) => {
                 self.orphaned.forget(owner.identity.uid);
                 tracing::warn!(owner = %owner.identity, error = %e, "removeOrphanFinalizer failed");

@@ -13,6 +13,16 @@ use crate::patch;
 /// How many times `remove_finalizer` tries on conflicts (client-go's `retry.DefaultBackoff`).
 const REMOVE_FINALIZER_ATTEMPTS: usize = 5;
 
+/// How [`Collector::remove_finalizer`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FinalizerRemoval {
+    /// Its patch removed the finalizer.
+    Removed,
+    /// There was nothing to remove: the object is gone, another object holds its name, or the
+    /// finalizer was already removed (by someone else).
+    NotThere,
+}
+
 impl<C: Cluster> Collector<C> {
     /// The resource of `identity`'s type and the namespace to address it in
     /// (upstream's `apiResource` + `resourceDefaultNamespace`).
@@ -173,7 +183,7 @@ impl<C: Cluster> Collector<C> {
     }
 
     /// Upstream's `removeFinalizer`: GET, drop `finalizer`, JSON merge patch with the
-    /// resourceVersion read, retried on conflicts.
+    /// resourceVersion read, retried on conflicts. Says whether this call's patch removed it.
     ///
     /// Divergences from upstream: conflicts are retried at once rather than after 10 ms (the
     /// engine owns no timer); each retry starts from a fresh GET, which is what matters. An
@@ -186,12 +196,12 @@ impl<C: Cluster> Collector<C> {
         &self,
         identity: &ObjectReference,
         finalizer: &str,
-    ) -> Result<(), ItemError> {
+    ) -> Result<FinalizerRemoval, ItemError> {
         let (resource, namespace) = self.locate(identity)?;
         for _ in 0..REMOVE_FINALIZER_ATTEMPTS {
             let current = match self.cluster.get(&resource, &namespace, &identity.name).await {
                 Ok(current) => current,
-                Err(ClusterError::NotFound) => return Ok(()),
+                Err(ClusterError::NotFound) => return Ok(FinalizerRemoval::NotThere),
                 Err(e) => {
                     return Err(ItemError::cluster(
                         format_args!(
@@ -203,17 +213,17 @@ impl<C: Cluster> Collector<C> {
             };
             if current.uid != identity.uid.to_string() {
                 tracing::trace!(item = %identity, uid = %current.uid, "object replaced by another of the same name, its finalizer is not ours to remove");
-                return Ok(());
+                return Ok(FinalizerRemoval::NotThere);
             }
             if !current.finalizers.iter().any(|f| f == finalizer) {
                 tracing::trace!(item = %identity, finalizer, "finalizer already removed from object");
-                return Ok(());
+                return Ok(FinalizerRemoval::NotThere);
             }
             let remaining: Vec<String> =
                 current.finalizers.iter().filter(|f| *f != finalizer).cloned().collect();
             let body = patch::remove_finalizer_json_merge(&current.resource_version, &remaining);
             match self.cluster.patch(&resource, &namespace, &identity.name, &body).await {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(FinalizerRemoval::Removed),
                 Err(ClusterError::Conflict(_)) => continue,
                 Err(e) => {
                     return Err(ItemError::cluster(
