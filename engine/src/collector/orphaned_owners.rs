@@ -21,7 +21,8 @@
 //!
 //! The orphaning and a dependent's decision run on different workers, so the order matters.
 //! The orphaning remembers the owner *before* its finalizer-removal patch is sent, and forgets
-//! it if the patch fails. A dependent's decision checks the memory after it has classified the
+//! it if the patch fails or finds nothing to remove (someone else let the owner go first: the
+//! orphaning did not end by the collector's hand). A dependent's decision checks the memory after it has classified the
 //! owners, for those it found absent. An owner gone because its orphaning removed the finalizer
 //! was remembered before it went, so before any read found it absent: the dependent is never
 //! collected for it.
