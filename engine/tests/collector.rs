@@ -524,13 +524,10 @@ fn orphaning_skips_an_owner_no_longer_asking_for_it() {
     assert_eq!(pod.owner_references.len(), 1, "orphaned on a stale graph");
 }
 
-/// The owner queued for orphaning goes (the user lets it go: its delete event removes its
-/// node) and a cluster-scoped object's reference names its UID: the graph now holds a virtual
-/// node with no namespace under the item's UID. The item is dropped without a call. Read
-/// under the virtual identity, a namespaced kind with no namespace was an error no retry
-/// resolves, and the item came back for ever (found by `stale_view_log`'s liveness check).
-#[test]
-fn an_owner_gone_and_named_by_a_cluster_scoped_object_is_not_retried_for_ever() {
+/// The ReplicationController `rc1` (UID `rcu`) queued for orphaning, then gone (its user let
+/// it go: its delete event removed its node), and named since by `named_by`'s object `name`:
+/// the graph holds a virtual node under the item's UID. Returns the item's key.
+fn env_with_an_orphaning_owner_gone_and_named(named_by: &Resource, name: &str) -> (Env, NodeKey) {
     let mut env = Env::new();
     let rcs = replication_controllers();
     env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
@@ -540,17 +537,36 @@ fn an_owner_gone_and_named_by_a_cluster_scoped_object_is_not_retried_for_ever() 
     env.cluster.delete_object(&rcs, "ns1", "rc1").unwrap();
     env.observe(EventType::Delete, &rcs, last_seen);
     let named = vec![owner_ref(&rcs, "rc1", "rcu", None)];
-    env.create(&nodes(), object(&nodes(), "n1", "n1u", named));
+    env.create(named_by, object(named_by, name, &format!("{name}u"), named));
     let virtual_owner = env.graph.node(Uid::parse("rcu")).expect("a virtual node for the UID");
     assert!(virtual_owner.is_virtual, "{virtual_owner:?}");
-    assert!(virtual_owner.identity.namespace.is_cluster(), "{virtual_owner:?}");
     env.cluster.take_actions();
+    (env, key)
+}
 
+/// A cluster-scoped object names the gone owner: its virtual node has no namespace. The item
+/// is dropped without a call. Read under the virtual identity, a namespaced kind with no
+/// namespace was an error no retry resolves, and the item came back for ever (found by
+/// `stale_view_log`'s liveness check).
+#[test]
+fn an_owner_gone_and_named_by_a_cluster_scoped_object_is_not_retried_for_ever() {
+    let (env, key) = env_with_an_orphaning_owner_gone_and_named(&nodes(), "n1");
+    let virtual_owner = env.graph.node(key.uid).unwrap();
+    assert!(virtual_owner.identity.namespace.is_cluster(), "{virtual_owner:?}");
     assert!(block_on(env.gc.process_attempt_to_orphan_worker()));
     assert_eq!(env.cluster.take_actions(), Vec::<String>::new());
     let queue = env.gc.attempt_to_orphan_queue();
     assert!(queue.is_empty(), "the item came back: {:?}", queue.pending());
     assert_eq!(queue.num_requeues(&key), 0);
+}
+
+/// A namespaced object names the gone owner: the virtual node has the owner's coordinates, and
+/// the item still ends without reading them (the owner's delete event said it is gone).
+#[test]
+fn an_owner_gone_and_named_again_is_not_read_for_its_orphaning() {
+    let (env, key) = env_with_an_orphaning_owner_gone_and_named(&pods(), "late");
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(key)), Outcome::Forget);
+    assert_eq!(env.cluster.take_actions(), Vec::<String>::new());
 }
 
 #[test]
@@ -636,19 +652,28 @@ fn an_owner_let_go_by_its_user_during_the_orphaning_is_not_remembered() {
 
 /// A dependent decided while its owner's orphaning finishes (the orphaning remembers the owner,
 /// then the API server deletes it, both inside the dependent's GET of that owner) finds the
-/// owner absent and already remembered: its reference is removed, the dependent never
+/// owner absent and its orphaning not yet confirmed: it is decided again later, not collected.
+/// Once the orphaning's own removal is confirmed, its reference is removed, the dependent never
 /// collected.
 #[test]
 fn an_owner_orphaned_while_its_dependent_is_decided_leaves_the_dependent_orphaned() {
     let env = env_with_an_rc_being_orphaned("pb", "pbu");
     let orphaned = Arc::clone(env.gc.orphaned_owners());
+    let during_the_get = Arc::clone(&orphaned);
     env.cluster.on_call(move |cluster, call| {
-        if call.verb() == Verb::Get && call.name == "rc1" && !orphaned.contains(Uid::parse("rcu")) {
-            orphaned.record(Uid::parse("rcu"));
+        let rcu = Uid::parse("rcu");
+        if call.verb() == Verb::Get && call.name == "rc1" && !during_the_get.contains(rcu) {
+            during_the_get.record(rcu);
             cluster.delete_object(&replication_controllers(), "ns1", "rc1");
         }
         None
     });
+    assert_eq!(env.work("pbu"), Outcome::Requeue);
+    let pb =
+        env.cluster.object(&pods(), "ns1", "pb").expect("collected while the orphaning finishes");
+    assert_eq!(pb.owner_references.len(), 1, "orphaned before the orphaning was confirmed");
+
+    orphaned.confirm(Uid::parse("rcu"));
     assert_eq!(env.work("pbu"), Outcome::Forget);
     let pb = env.cluster.object(&pods(), "ns1", "pb").expect("collected, not orphaned");
     assert!(pb.owner_references.is_empty(), "{pb:?}");

@@ -3,6 +3,7 @@
 //! Upstream: `garbagecollector.go` (`attemptToDeleteWorker`, `attemptToDeleteItem`,
 //! `processDeletingDependentsItem`); GC-SPEC.md §3.
 
+use super::orphaned_owners::Orphaning;
 use super::{Collector, HeldDecision, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::error::IngestError;
@@ -202,8 +203,22 @@ impl<C: Cluster> Collector<C> {
         };
         let mut c = self.classify_references(classified_as, &owners).await?;
         tracing::trace!(item = %identity, solid = ?c.solid, dangling = ?c.dangling, waiting = ?c.waiting_for_dependents_deletion, "classify item's references");
-        let late: Vec<crate::Uid> =
-            c.dangling.iter().map(|o| o.uid).filter(|&u| self.orphaned.contains(u)).collect();
+        let orphaning = |o: &OwnerRef| self.orphaned.state(o.uid);
+        if c.dangling.iter().any(|o| orphaning(o) == Some(Orphaning::Finishing)) {
+            // An owner found gone while its orphaning removes the finalizer: if that removal
+            // let it go, this item is one the orphaning would have patched; if someone else
+            // did first, it is upstream's to collect. Not known yet: decide again later (a
+            // later write, never another).
+            return Err(ItemError::Other(format!(
+                "an owner of {identity} is gone while its orphaning finishes"
+            )));
+        }
+        let late: Vec<crate::Uid> = c
+            .dangling
+            .iter()
+            .filter(|o| orphaning(o) == Some(Orphaning::Done))
+            .map(|o| o.uid)
+            .collect();
         if !late.is_empty() {
             // Owners this collector orphaned, gone now, that this item still names: it was not
             // in the graph when they were orphaned (or its reference came later). Remove those
@@ -438,7 +453,8 @@ impl<C: Cluster> Collector<C> {
                 return Ok(DeleteItemResult::HeldForWatchers);
             }
             tracing::debug!(item = %item.identity, "remove DeleteDependents finalizer for item");
-            // Whoever removed it, the owner's foreground deletion goes on.
+            // Removed here or already (by someone else, or the owner is gone): nothing more is
+            // owed.
             self.remove_finalizer(&item.identity, FINALIZER_DELETE_DEPENDENTS).await?;
             return Ok(DeleteItemResult::ProcessedDeletingDependents);
         }

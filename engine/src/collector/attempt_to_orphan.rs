@@ -35,10 +35,11 @@ impl<C: Cluster> Collector<C> {
         // is owed, and the dependents the owner still had were queued to attemptToDelete when
         // its node left, as upstream's removeNode queues them. Upstream's worker, holding the
         // removed node, may patch those dependents first and then finds the owner gone (404):
-        // a race it runs against its own attemptToDelete, whose outcome kube-gc's is. Reading
-        // the virtual identity instead would GET what the reference says, and a cluster-scoped
-        // dependent's reference gives a namespaced kind no namespace: an error no retry
-        // resolves, so the item came back for ever.
+        // a race it runs against its own attemptToDelete, and kube-gc's outcome is that of
+        // its attemptToDelete. Reading the virtual identity instead would GET what the
+        // reference says (one GET more), and a cluster-scoped dependent's reference gives a
+        // namespaced kind no namespace: an error no retry resolves, so the item came back for
+        // ever.
         if owner.is_virtual {
             return Outcome::Forget;
         }
@@ -71,7 +72,7 @@ impl<C: Cluster> Collector<C> {
             }
             Err(e) => {
                 tracing::warn!(owner = %owner.identity, error = %e, "cannot read the owner to orphan");
-                return e.outcome();
+                return Outcome::Requeue;
             }
         }
         let dependents: Vec<ObjectReference> = self
@@ -95,7 +96,10 @@ impl<C: Cluster> Collector<C> {
         // write upstream would not make.
         self.orphaned.record(owner.identity.uid);
         match self.remove_finalizer(&owner.identity, FINALIZER_ORPHAN).await {
-            Ok(FinalizerRemoval::Removed) => Outcome::Forget,
+            Ok(FinalizerRemoval::Removed) => {
+                self.orphaned.confirm(owner.identity.uid);
+                Outcome::Forget
+            }
             Ok(FinalizerRemoval::NotThere) => {
                 // Someone else let the owner go (a user removed `orphan`, or it went) before
                 // this worker did: the orphaning did not end by kube-gc's hand, so a dependent

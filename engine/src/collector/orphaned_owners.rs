@@ -20,12 +20,16 @@
 //! it for as long as the orphaned owner stays.
 //!
 //! The orphaning and a dependent's decision run on different workers, so the order matters.
-//! The orphaning remembers the owner *before* its finalizer-removal patch is sent, and forgets
-//! it if the patch fails or finds nothing to remove (someone else let the owner go first: the
-//! orphaning did not end by the collector's hand). A dependent's decision checks the memory after it has classified the
-//! owners, for those it found absent. An owner gone because its orphaning removed the finalizer
-//! was remembered before it went, so before any read found it absent: the dependent is never
-//! collected for it.
+//! The orphaning remembers the owner as [`Orphaning::Finishing`] *before* it removes the
+//! finalizer, marks it [`Orphaning::Done`] once its own patch removed it, and forgets it if the
+//! removal fails or finds nothing to remove (someone else let the owner go first: the
+//! orphaning did not end by the collector's hand, and the dependents the graph did not hold
+//! are upstream's to collect). A dependent's decision checks the memory after it has
+//! classified the owners, for those it found absent: a `Done` owner's reference is removed; a
+//! `Finishing` one's decision waits (the item is retried), since which way the orphaning ends
+//! is not known yet. An owner gone because its orphaning removed the finalizer was remembered
+//! before it went, so before any read found it absent: the dependent is never collected for
+//! it.
 
 use lru::LruCache;
 
@@ -35,10 +39,21 @@ use crate::sync::Mutex;
 /// How many orphaned owners are remembered by default (about 4 MiB when full).
 pub const DEFAULT_CAPACITY: usize = 1 << 16;
 
-/// A thread-safe LRU set of the UIDs of owners whose `orphan` finalizer the collector removed.
+/// A thread-safe LRU set of the UIDs of owners whose `orphan` finalizer the collector removed
+/// (or is removing).
 pub struct OrphanedOwners {
     capacity: usize,
-    entries: Mutex<LruCache<Uid, ()>>,
+    entries: Mutex<LruCache<Uid, Orphaning>>,
+}
+
+/// How far the collector's orphaning of a remembered owner has got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Orphaning {
+    /// Its dependents were orphaned and the finalizer is being removed: whether by this
+    /// orphaning or by someone else first is not known yet.
+    Finishing,
+    /// The collector's own patch removed the finalizer.
+    Done,
 }
 
 impl std::fmt::Debug for OrphanedOwners {
@@ -58,26 +73,38 @@ impl OrphanedOwners {
         OrphanedOwners { capacity, entries: Mutex::new(LruCache::unbounded()) }
     }
 
-    /// Remembers that the owner `uid` was orphaned.
+    /// Remembers that the orphaning of the owner `uid` is removing its finalizer.
     pub fn record(&self, uid: Uid) {
         if self.capacity == 0 {
             return;
         }
         let mut entries = self.entries.lock();
-        entries.put(uid, ());
+        entries.put(uid, Orphaning::Finishing);
         while entries.len() > self.capacity {
             entries.pop_lru();
         }
     }
 
-    /// Stops remembering the owner `uid` (its orphaning did not finish).
+    /// The orphaning of the owner `uid` removed its finalizer (if still remembered).
+    pub fn confirm(&self, uid: Uid) {
+        if let Some(state) = self.entries.lock().get_mut(&uid) {
+            *state = Orphaning::Done;
+        }
+    }
+
+    /// Stops remembering the owner `uid` (its orphaning did not finish by the collector's hand).
     pub fn forget(&self, uid: Uid) {
         self.entries.lock().pop(&uid);
     }
 
-    /// Whether the owner `uid` was orphaned by the collector (and is still remembered).
+    /// How far the collector's orphaning of the owner `uid` has got, if it is remembered.
+    pub fn state(&self, uid: Uid) -> Option<Orphaning> {
+        self.entries.lock().get(&uid).copied()
+    }
+
+    /// Whether the owner `uid` is remembered (finishing or done).
     pub fn contains(&self, uid: Uid) -> bool {
-        self.entries.lock().get(&uid).is_some()
+        self.state(uid).is_some()
     }
 
     /// How many owners are remembered.
@@ -108,5 +135,19 @@ mod tests {
         let none = OrphanedOwners::new(0);
         none.record(a);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn an_orphaning_is_finishing_until_confirmed() {
+        let set = OrphanedOwners::new(4);
+        let (a, b) = (Uid::from_u128(1), Uid::from_u128(2));
+        set.record(a);
+        assert_eq!(set.state(a), Some(Orphaning::Finishing));
+        set.confirm(a);
+        assert_eq!(set.state(a), Some(Orphaning::Done));
+        set.confirm(b);
+        assert_eq!(set.state(b), None, "confirming what is not remembered remembers nothing");
+        set.forget(a);
+        assert_eq!(set.state(a), None);
     }
 }
