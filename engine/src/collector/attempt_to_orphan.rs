@@ -94,22 +94,21 @@ impl<C: Cluster> Collector<C> {
         // answer lost, forgetting falls back to upstream's behaviour; keeping the owner could
         // orphan the dependents of an owner the user has since deleted with another policy, a
         // write upstream would not make.
-        self.orphaned.record(owner.identity.uid);
+        // The guard forgets the owner unless confirmed: on NotThere, on an error, and if this
+        // future panics or is dropped mid-removal.
+        let orphaning = self.orphaned.begin(owner.identity.uid);
         match self.remove_finalizer(&owner.identity, FINALIZER_ORPHAN).await {
             Ok(FinalizerRemoval::Removed) => {
-                self.orphaned.confirm(owner.identity.uid);
+                orphaning.confirm();
                 Outcome::Forget
             }
-            Ok(FinalizerRemoval::NotThere) => {
-                // Someone else let the owner go (a user removed `orphan`, or it went) before
-                // this worker did: the orphaning did not end by kube-gc's hand, so a dependent
-                // the graph did not hold is upstream's to decide (collected once its owner is
-                // found gone), not one to keep.
-                self.orphaned.forget(owner.identity.uid);
-                Outcome::Forget
-            }
+            // Someone else let the owner go (a user removed `orphan`, or it went) before this
+            // worker did: the orphaning did not end by kube-gc's hand, so a dependent the graph
+            // did not hold is upstream's to decide (collected once its owner is found gone),
+            // not one to keep.
+            Ok(FinalizerRemoval::NotThere) => Outcome::Forget,
             Err(e) => {
-                self.orphaned.forget(owner.identity.uid);
+                drop(orphaning);
                 tracing::warn!(owner = %owner.identity, error = %e, "removeOrphanFinalizer failed");
                 Outcome::Requeue
             }

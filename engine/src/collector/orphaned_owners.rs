@@ -56,6 +56,34 @@ pub enum Orphaning {
     Done,
 }
 
+/// An orphaning removing its owner's finalizer ([`OrphanedOwners::begin`]): the owner is
+/// [`Orphaning::Finishing`] until [`FinishingOrphaning::confirm`], and forgotten if the guard
+/// is dropped unconfirmed, so that a removal that fails, finds nothing to remove, panics or is
+/// cancelled never leaves the owner finishing for ever (its dependents would wait on it).
+#[must_use = "dropping the guard forgets the owner at once"]
+#[derive(Debug)]
+pub struct FinishingOrphaning<'a> {
+    owners: &'a OrphanedOwners,
+    uid: Uid,
+    confirmed: bool,
+}
+
+impl FinishingOrphaning<'_> {
+    /// The orphaning's own patch removed the finalizer: the owner is [`Orphaning::Done`].
+    pub fn confirm(mut self) {
+        self.owners.confirm(self.uid);
+        self.confirmed = true;
+    }
+}
+
+impl Drop for FinishingOrphaning<'_> {
+    fn drop(&mut self) {
+        if !self.confirmed {
+            self.owners.forget(self.uid);
+        }
+    }
+}
+
 impl std::fmt::Debug for OrphanedOwners {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OrphanedOwners")
@@ -83,6 +111,13 @@ impl OrphanedOwners {
         while entries.len() > self.capacity {
             entries.pop_lru();
         }
+    }
+
+    /// Remembers the owner `uid` as [`Orphaning::Finishing`] for as long as the returned guard
+    /// lives (see [`FinishingOrphaning`]).
+    pub fn begin(&self, uid: Uid) -> FinishingOrphaning<'_> {
+        self.record(uid);
+        FinishingOrphaning { owners: self, uid, confirmed: false }
     }
 
     /// The orphaning of the owner `uid` removed its finalizer (if still remembered).
@@ -149,5 +184,19 @@ mod tests {
         assert_eq!(set.state(b), None, "confirming what is not remembered remembers nothing");
         set.forget(a);
         assert_eq!(set.state(a), None);
+    }
+
+    #[test]
+    fn an_orphaning_guard_forgets_its_owner_unless_confirmed() {
+        let set = OrphanedOwners::new(4);
+        let (a, b) = (Uid::from_u128(1), Uid::from_u128(2));
+        let orphaning = set.begin(a);
+        assert_eq!(set.state(a), Some(Orphaning::Finishing));
+        orphaning.confirm();
+        assert_eq!(set.state(a), Some(Orphaning::Done));
+        let abandoned = set.begin(b);
+        assert_eq!(set.state(b), Some(Orphaning::Finishing));
+        drop(abandoned);
+        assert_eq!(set.state(b), None, "an unconfirmed orphaning stays finishing");
     }
 }
