@@ -33,6 +33,10 @@ pub struct Discovered {
     /// short names, each alone, as `NAME.GROUP` and as `NAME.VERSION.GROUP`), to its
     /// [`resource_key`], as kubectl resolves `deploy/web` or `deployment.apps/web`.
     pub aliases: BTreeMap<String, String>,
+    /// The apiVersions (`group/version`) an aggregated API server serves (an APIService with a
+    /// `service`), whose lists prove nothing (`Cluster::consistent_lists`); `None` when the
+    /// APIServices could not be read, so that any of them may be.
+    pub aggregated: Option<BTreeSet<String>>,
 }
 
 impl Discovered {
@@ -138,12 +142,89 @@ pub async fn discover(
             }
         }
     }
+    out.aggregated = if groups.groups.iter().any(|g| g.name == "apiregistration.k8s.io") {
+        match client.request::<ApiServiceList>(api_services_request()).await {
+            Ok(list) => Some(aggregated_api_versions(&list)),
+            Err(e) => {
+                tracing::warn!(
+                    error = %crate::error::one_line(&e),
+                    "cannot read the APIServices: owners will be proven absent by GET only"
+                );
+                None
+            }
+        }
+    } else {
+        // No aggregation layer: the API server serves every group itself.
+        Some(BTreeSet::new())
+    };
     Ok(out)
+}
+
+/// `GET /apis/apiregistration.k8s.io/v1/apiservices`.
+fn api_services_request() -> http::Request<Vec<u8>> {
+    http::Request::get("/apis/apiregistration.k8s.io/v1/apiservices")
+        .body(Vec::new())
+        .expect("a valid request")
+}
+
+/// What discovery reads of an APIService list.
+#[derive(serde::Deserialize, Debug, Default)]
+pub struct ApiServiceList {
+    #[serde(default)]
+    items: Vec<ApiService>,
+}
+
+#[derive(serde::Deserialize, Debug, Default)]
+struct ApiService {
+    #[serde(default)]
+    spec: ApiServiceSpec,
+}
+
+#[derive(serde::Deserialize, Debug, Default)]
+struct ApiServiceSpec {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    version: String,
+    /// Where an aggregated API server runs; absent for the API server's own groups.
+    #[serde(default)]
+    service: Option<serde_json::Value>,
+}
+
+/// The apiVersions of `list`'s APIServices that name a service (core: `v1`).
+pub fn aggregated_api_versions(list: &ApiServiceList) -> BTreeSet<String> {
+    list.items
+        .iter()
+        .filter(|a| a.spec.service.as_ref().is_some_and(|s| !s.is_null()))
+        .map(|a| match a.spec.group.as_str() {
+            "" => a.spec.version.clone(),
+            group => format!("{group}/{}", a.spec.version),
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only APIServices that name a service are aggregated; the API server's own groups (no
+    /// service, or `null`) are not.
+    #[test]
+    fn aggregated_api_versions_are_those_with_a_service() {
+        let list: ApiServiceList = serde_json::from_str(
+            r#"{"items":[
+                {"spec":{"version":"v1"}},
+                {"spec":{"group":"apps","version":"v1","service":null}},
+                {"spec":{"group":"metrics.k8s.io","version":"v1beta1",
+                         "service":{"namespace":"kube-system","name":"metrics-server"}}},
+                {"spec":{"group":"widgets.example.com","version":"v1","service":{"name":"w"}}},
+                {"metadata":{"name":"odd"}}
+            ]}"#,
+        )
+        .unwrap();
+        let found: Vec<String> = aggregated_api_versions(&list).into_iter().collect();
+        assert_eq!(found, ["metrics.k8s.io/v1beta1", "widgets.example.com/v1"]);
+    }
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
 
     fn res(name: &str, kind: &str, verbs: &[&str]) -> APIResource {

@@ -3,7 +3,7 @@
 //!
 //! Upstream: `operations.go` over the metadata client; GC-SPEC.md §5.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -46,13 +46,25 @@ pub struct ApiCallCounts {
 pub struct KubeCluster {
     client: Client,
     mapper: Arc<RwLock<HashMap<(String, String), Resource>>>,
+    /// The apiVersions aggregated API servers serve (`None`: not known, so any may be).
+    aggregated: Arc<RwLock<Option<BTreeSet<String>>>>,
     limiter: Arc<DefaultDirectRateLimiter>,
     events: Arc<EventRecorder>,
     /// Calls made, by verb.
     pub calls: Arc<ApiCallCounts>,
     /// `--dry-run`: writes are recorded here instead of sent.
     shadow: Option<Arc<crate::shadow::Shadow>>,
+    /// How long one call may wait for its answer ([`CALL_TIMEOUT`]).
+    call_timeout: Duration,
 }
+
+/// How long a GET, LIST page, PATCH or DELETE may wait for the server's answer before it
+/// fails (the item is then retried, and a write whose outcome was lost is decided again from a
+/// live read). Without it a half-open connection (an API server failing over, a NAT entry
+/// dropped) would hold a worker, and every worker sharing its owner lookup, until the kernel
+/// gave up on the connection; client-go finds such connections with HTTP/2 pings instead. A
+/// page of a proof list (500 objects' metadata) takes milliseconds.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl std::fmt::Debug for KubeCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -86,10 +98,12 @@ impl KubeCluster {
         KubeCluster {
             client: self.client.clone(),
             mapper: self.mapper.clone(),
+            aggregated: self.aggregated.clone(),
             limiter: Arc::new(token_bucket(5.0, 20)),
             events: self.events.clone(),
             calls: Arc::default(),
             shadow: self.shadow.clone(),
+            call_timeout: self.call_timeout,
         }
     }
 
@@ -116,6 +130,7 @@ impl KubeCluster {
         KubeCluster {
             client,
             mapper: Arc::default(),
+            aggregated: Arc::default(),
             limiter: Arc::new(token_bucket(qps, burst)),
             events: Arc::new(EventRecorder::start(
                 sink,
@@ -124,6 +139,28 @@ impl KubeCluster {
             )),
             calls,
             shadow: None,
+            call_timeout: CALL_TIMEOUT,
+        }
+    }
+
+    /// The same cluster, each call failing after `timeout` without an answer (tests).
+    pub fn with_call_timeout(mut self, timeout: Duration) -> KubeCluster {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// `call`, failed with [`ClusterError::Other`] if it has no answer within the call timeout.
+    async fn answer<T>(
+        &self,
+        verb: &str,
+        call: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ClusterError> {
+        match tokio::time::timeout(self.call_timeout, call).await {
+            Ok(answer) => answer.map_err(classify_error),
+            Err(_) => Err(ClusterError::Other {
+                code: 0,
+                message: format!("{verb}: no answer in {:?}", self.call_timeout),
+            }),
         }
     }
 
@@ -142,15 +179,45 @@ impl KubeCluster {
         *self.mapper.write().expect("mapper lock") = mapper;
     }
 
-    /// The resource's metadata-only API (`lean_meta.rs` decodes the answers).
-    fn api(&self, resource: &Resource, namespace: &str) -> Api<LeanObject> {
+    /// Records which apiVersions aggregated API servers serve (after discovery; `None`: not
+    /// known), for [`Cluster::consistent_lists`].
+    pub fn set_aggregated(&self, aggregated: Option<BTreeSet<String>>) {
+        *self.aggregated.write().expect("aggregated lock") = aggregated;
+    }
+
+    /// The resource's metadata-only API for one object's calls (`lean_meta.rs` decodes the
+    /// answers). A namespaced resource without a namespace is refused: its objects' URLs would
+    /// lack the namespace, a path the server answers with 404, which would read as the object
+    /// being absent.
+    fn api(&self, resource: &Resource, namespace: &str) -> Result<Api<LeanObject>, ClusterError> {
         let ar = api_resource(resource);
-        if resource.namespaced && !namespace.is_empty() {
-            Api::namespaced_with(self.client.clone(), namespace, &ar)
-        } else {
-            Api::all_with(self.client.clone(), &ar)
+        match (resource.namespaced, namespace.is_empty()) {
+            (true, false) => Ok(Api::namespaced_with(self.client.clone(), namespace, &ar)),
+            (false, _) => Ok(Api::all_with(self.client.clone(), &ar)),
+            (true, true) => Err(ClusterError::Other {
+                code: 0,
+                message: format!("{resource} is namespaced, and no namespace was given"),
+            }),
         }
     }
+}
+
+/// An object the server answered a call on `name` with, if it is one: a body without a uid,
+/// or another object's, is a server (or proxy) out of contract, never an answer about `name`
+/// (taken as one, its empty uid would say the object asked for is gone). Upstream's client
+/// refuses bodies that look like no object's metadata (`isLikelyObjectMetadata`).
+fn answer_about(name: &str, object: LeanObject) -> Result<ObjectMeta, ClusterError> {
+    let meta = object.into_meta();
+    if meta.uid.is_empty() || meta.name != name {
+        return Err(ClusterError::Other {
+            code: 0,
+            message: format!(
+                "the answer about {name:?} is not that object's metadata (name {:?}, uid {:?})",
+                meta.name, meta.uid
+            ),
+        });
+    }
+    Ok(meta)
 }
 
 /// kube-rs's description of a discovered resource.
@@ -193,6 +260,16 @@ impl Cluster for KubeCluster {
             .ok_or_else(|| ClusterError::NoMapping(format!("{}/{}", key.0, key.1)))
     }
 
+    fn consistent_lists(&self, resource: &Resource) -> bool {
+        // kube-apiserver's own lists without a resourceVersion are quorum reads of etcd in
+        // snapshot pages; an aggregated server's promise nothing, and an unknown one may be.
+        self.aggregated
+            .read()
+            .expect("aggregated lock")
+            .as_ref()
+            .is_some_and(|aggregated| !aggregated.contains(&resource.api_version()))
+    }
+
     async fn get(
         &self,
         resource: &Resource,
@@ -201,8 +278,8 @@ impl Cluster for KubeCluster {
     ) -> Result<ObjectMeta, ClusterError> {
         self.wait_for_budget("GET").await;
         self.calls.get.fetch_add(1, Ordering::Relaxed);
-        let got = self.api(resource, namespace).get(name).await.map_err(classify_error)?;
-        Ok(got.into_meta())
+        let api = self.api(resource, namespace)?;
+        answer_about(name, self.answer("GET", api.get(name)).await?)
     }
 
     async fn list_page(
@@ -218,10 +295,8 @@ impl Cluster for KubeCluster {
         if let Some(token) = continue_token {
             params = params.continue_token(token);
         }
-        let list = Api::<LeanObject>::all_with(self.client.clone(), &api_resource(resource))
-            .list(&params)
-            .await
-            .map_err(classify_error)?;
+        let api = Api::<LeanObject>::all_with(self.client.clone(), &api_resource(resource));
+        let list = self.answer("LIST", api.list(&params)).await?;
         let items = list
             .items
             .into_iter()
@@ -229,7 +304,16 @@ impl Cluster for KubeCluster {
                 let (namespace, name, uid) = o.into_identity();
                 ListedObject { namespace, name, uid }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // A page holding something that is no object's metadata proves nothing.
+        if let Some(odd) = items.iter().find(|o| o.uid.is_empty() || o.name.is_empty()) {
+            return Err(ClusterError::Other {
+                code: 0,
+                message: format!(
+                    "a page of {resource} holds an item without a name or uid: {odd:?}"
+                ),
+            });
+        }
         Ok(ListPage {
             items,
             continue_token: list.metadata.continue_.filter(|t| !t.is_empty()),
@@ -255,12 +339,11 @@ impl Cluster for KubeCluster {
             PatchType::StrategicMerge => KubePatch::Strategic(body),
             PatchType::JsonMerge => KubePatch::Merge(body),
         };
-        let got = self
-            .api(resource, namespace)
-            .patch(name, &PatchParams::default(), &p)
-            .await
-            .map_err(classify_error)?;
-        Ok(got.into_meta())
+        let api = self.api(resource, namespace)?;
+        answer_about(
+            name,
+            self.answer("PATCH", api.patch(name, &PatchParams::default(), &p)).await?,
+        )
     }
 
     async fn delete(
@@ -291,7 +374,8 @@ impl Cluster for KubeCluster {
             }),
             ..DeleteParams::default()
         };
-        self.api(resource, namespace).delete(name, &params).await.map_err(classify_error)?;
+        let api = self.api(resource, namespace)?;
+        self.answer("DELETE", api.delete(name, &params)).await?;
         Ok(())
     }
 
@@ -342,7 +426,109 @@ async fn send_event(client: Client, event: WarningEvent) {
         ..Default::default()
     };
     let api: Api<core::Event> = Api::namespaced(client, ns);
-    if let Err(e) = api.create(&PostParams::default(), &ev).await {
-        tracing::warn!(error = %e, reason = event.reason, "failed to record event");
+    // Bounded as the collector's calls are, so that one lost answer does not stop the
+    // recorder's queue.
+    match tokio::time::timeout(CALL_TIMEOUT, api.create(&PostParams::default(), &ev)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, reason = event.reason, "failed to record event"),
+        Err(_) => {
+            tracing::warn!(reason = event.reason, "failed to record event: no answer in time")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_server::{Reply, Script, failure_reply, json_object, list_reply};
+
+    fn pods() -> Resource {
+        Resource::new("v1", "pods", "Pod", true)
+    }
+
+    /// A cluster over a server answering with `replies`, in order.
+    fn cluster(replies: Vec<Reply>) -> (KubeCluster, Script) {
+        let script = Script::new(replies);
+        (KubeCluster::new(Client::new(script.clone(), "default"), 1000.0, 1000), script)
+    }
+
+    fn is_other(answer: &Result<impl std::fmt::Debug, ClusterError>) -> bool {
+        matches!(answer, Err(ClusterError::Other { .. }))
+    }
+
+    #[tokio::test]
+    async fn a_get_is_answered_with_the_object_or_not_found() {
+        let (c, _) =
+            cluster(vec![Reply::json(200, json_object("web", "7"), false), failure_reply(404)]);
+        let found = c.get(&pods(), "ns", "web").await.unwrap();
+        assert_eq!((found.uid.as_str(), found.resource_version.as_str()), ("uid-web", "7"));
+        assert_eq!(c.get(&pods(), "ns", "web").await, Err(ClusterError::NotFound));
+    }
+
+    /// A body that is no object's metadata, or another object's, is an error (the item is
+    /// retried), never an answer that the object asked for is gone or has another UID.
+    #[tokio::test]
+    async fn an_answer_that_is_not_the_object_is_an_error_not_an_absence() {
+        let no_uid = r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"web"}}"#;
+        let (c, _) = cluster(vec![
+            Reply::json(200, no_uid, false),
+            Reply::json(
+                200,
+                r#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1"}"#,
+                false,
+            ),
+            Reply::json(200, "{}", false),
+            Reply::json(200, json_object("other", "7"), false),
+            Reply::json(200, no_uid, false),
+        ]);
+        for _ in 0..4 {
+            let answer = c.get(&pods(), "ns", "web").await;
+            assert!(is_other(&answer), "{answer:?}");
+        }
+        let patch = Patch { patch_type: PatchType::JsonMerge, body: serde_json::json!({}) };
+        let answer = c.patch(&pods(), "ns", "web", &patch).await;
+        assert!(is_other(&answer), "{answer:?}");
+    }
+
+    /// A proof list's page holding an item without a uid proves nothing.
+    #[tokio::test]
+    async fn a_list_page_with_an_item_that_is_not_an_object_is_an_error() {
+        let mut page = list_reply("9", &["a"]);
+        let body = String::from_utf8(page.body).unwrap();
+        page.body =
+            body.replace(r#"]}"#, r#",{"metadata":{"name":"b","namespace":"ns"}}]}"#).into_bytes();
+        let (c, _) = cluster(vec![list_reply("9", &["a"]), page]);
+        let good = c.list_page(&pods(), None, 500).await.unwrap();
+        assert_eq!(good.items.len(), 1);
+        let answer = c.list_page(&pods(), None, 500).await;
+        assert!(is_other(&answer), "{answer:?}");
+    }
+
+    /// A namespaced object's calls need its namespace: without one, nothing is sent (the
+    /// cluster-wide path would be answered 404, as if the object were gone).
+    #[tokio::test]
+    async fn a_namespaced_object_without_a_namespace_is_never_asked_for() {
+        let (c, script) = cluster(vec![]);
+        assert!(is_other(&c.get(&pods(), "", "web").await));
+        let patch = Patch { patch_type: PatchType::JsonMerge, body: serde_json::json!({}) };
+        assert!(is_other(&c.patch(&pods(), "", "web", &patch).await));
+        assert!(is_other(&c.delete(&pods(), "", "web", &DeleteOptions::default()).await));
+        assert!(script.requests().is_empty(), "{:?}", script.requests());
+    }
+
+    /// A call whose answer never comes fails after the call timeout instead of holding its
+    /// worker.
+    #[tokio::test]
+    async fn a_call_without_an_answer_fails_after_the_timeout() {
+        let (c, script) = cluster(vec![Reply::json(200, "", true), Reply::json(200, "", true)]);
+        let c = c.with_call_timeout(Duration::from_millis(50));
+        let answer = c.get(&pods(), "ns", "web").await;
+        assert!(
+            matches!(&answer, Err(ClusterError::Other { message, .. }) if message.contains("no answer")),
+            "{answer:?}"
+        );
+        let answer = c.delete(&pods(), "ns", "web", &DeleteOptions::default()).await;
+        assert!(is_other(&answer), "{answer:?}");
+        assert_eq!(script.requests().len(), 2);
     }
 }

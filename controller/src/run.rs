@@ -299,6 +299,7 @@ impl Controller {
             return false;
         }
         self.cluster.set_mapper(found.mapper.clone());
+        self.cluster.set_aggregated(found.aggregated.clone());
         if self.sync_watchers(&found) {
             self.collector.begin_warm_up();
         }

@@ -218,6 +218,14 @@ pub trait Cluster: Send + Sync + 'static {
         limit: u32,
     ) -> impl Future<Output = Result<ListPage, ClusterError>> + Send;
 
+    /// Whether [`Cluster::list_page`] of `resource` is consistent, as that method requires:
+    /// true for what kube-apiserver serves itself (built-in resources, custom resources);
+    /// false for a resource an aggregated API server serves (an APIService with a `service`),
+    /// whose lists may come from a cache that lags or be paged by offset, so that an owner
+    /// that exists could be missing from every page. The collector proves owners of a resource
+    /// without consistent lists absent only by GET, as upstream does.
+    fn consistent_lists(&self, resource: &Resource) -> bool;
+
     /// PATCHes an object, returning its metadata after the patch.
     fn patch(
         &self,

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use futures::executor::block_on;
 use kube_gc_engine::Uid;
-use kube_gc_engine::cluster::{
-    Cluster, ClusterError, DeleteOptions, ListPage, Patch, Resource, WarningEvent,
-};
+use kube_gc_engine::cluster::{Cluster, ClusterError, ListPage, Resource};
 use kube_gc_engine::collector::absence_proofs::{OWNERS_PER_PAGE, PAGE_SIZE};
 use kube_gc_engine::collector::{CollectorOptions, ProofWaits};
 use kube_gc_engine::{Event, EventType, Ingester, ObjectMeta, ObjectType, OwnerReference};
@@ -133,6 +131,31 @@ fn one_list_proves_every_missing_owner_and_only_those() {
     }
     assert!(env.cluster.object(&pods(), "ns1", "pod-4").is_some(), "its owner lives");
     assert_eq!(env.collector.stats().proven_absent.load(Ordering::Relaxed), 3);
+}
+
+/// Owners of a resource an aggregated API server serves are never offered to a list (its lists
+/// promise no consistency): each takes upstream's GET, and the garbage still goes.
+#[test]
+fn owners_served_by_an_aggregated_api_server_take_the_get() {
+    let cluster = cluster();
+    let aggregated = kube_gc_testkit::ResourceOptions { aggregated: true, ..Default::default() };
+    cluster.register_with(replicasets(), aggregated);
+    let stored: Vec<ObjectMeta> = (1..=3).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
+    let mut env = Env::new(cluster, options());
+    for p in stored {
+        observe(&mut env, p);
+    }
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 0, "nothing offered");
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+    assert_eq!(round.lists, 0);
+    env.drain_attempt_to_delete(10_000);
+    let calls = env.cluster.take_calls();
+    assert_eq!(count(&calls, Verb::List), 0, "{calls:#?}");
+    assert_eq!(count(&calls, Verb::Get), 3, "one GET per owner: {calls:#?}");
+    for i in 1..=3 {
+        assert!(env.cluster.object(&pods(), "ns1", &format!("pod-{i}")).is_none());
+    }
 }
 
 /// An owner recreated under the same name (another UID) is absent, as a GET would find it.
@@ -321,12 +344,7 @@ struct GatedList {
 }
 
 impl Cluster for GatedList {
-    fn resource_for(&self, ty: ObjectType) -> Result<Resource, ClusterError> {
-        self.inner.resource_for(ty)
-    }
-    async fn get(&self, r: &Resource, ns: &str, name: &str) -> Result<ObjectMeta, ClusterError> {
-        self.inner.get(r, ns, name).await
-    }
+    support::forward_to!(inner: resource_for, consistent_lists, get, patch, delete, record_event);
     async fn list_page(
         &self,
         r: &Resource,
@@ -348,27 +366,6 @@ impl Cluster for GatedList {
         let page = self.inner.list_page(r, token, limit).await;
         self.first_page_served.store(true, Ordering::SeqCst);
         page
-    }
-    async fn patch(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        p: &Patch,
-    ) -> Result<ObjectMeta, ClusterError> {
-        self.inner.patch(r, ns, name, p).await
-    }
-    async fn delete(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        o: &DeleteOptions,
-    ) -> Result<(), ClusterError> {
-        self.inner.delete(r, ns, name, o).await
-    }
-    fn record_event(&self, e: WarningEvent) {
-        self.inner.record_event(e)
     }
 }
 
@@ -463,12 +460,7 @@ fn owners_observed_since_they_were_offered_cost_no_list() {
 struct StuckPaging(MemoryCluster);
 
 impl Cluster for StuckPaging {
-    fn resource_for(&self, ty: ObjectType) -> Result<Resource, ClusterError> {
-        self.0.resource_for(ty)
-    }
-    async fn get(&self, r: &Resource, ns: &str, name: &str) -> Result<ObjectMeta, ClusterError> {
-        self.0.get(r, ns, name).await
-    }
+    support::forward_to!(0: resource_for, consistent_lists, get, patch, delete, record_event);
     async fn list_page(
         &self,
         _: &Resource,
@@ -476,27 +468,6 @@ impl Cluster for StuckPaging {
         _: u32,
     ) -> Result<ListPage, ClusterError> {
         Ok(ListPage { items: vec![], continue_token: Some("again".into()), remaining: None })
-    }
-    async fn patch(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        p: &Patch,
-    ) -> Result<ObjectMeta, ClusterError> {
-        self.0.patch(r, ns, name, p).await
-    }
-    async fn delete(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        o: &DeleteOptions,
-    ) -> Result<(), ClusterError> {
-        self.0.delete(r, ns, name, o).await
-    }
-    fn record_event(&self, e: WarningEvent) {
-        self.0.record_event(e)
     }
 }
 

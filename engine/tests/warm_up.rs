@@ -9,9 +9,7 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use futures::executor::block_on;
-use kube_gc_engine::cluster::{
-    Cluster, ClusterError, DeleteOptions, Patch, Resource, WarningEvent,
-};
+use kube_gc_engine::cluster::{Cluster, ClusterError, Resource};
 use kube_gc_engine::collector::{CollectorOptions, Outcome};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::{EventType, ObjectMeta, ObjectType, OwnerReference};
@@ -248,41 +246,10 @@ fn yield_once() -> impl std::future::Future<Output = ()> + Send {
 }
 
 impl Cluster for YieldingCluster {
-    fn resource_for(&self, ty: ObjectType) -> Result<Resource, ClusterError> {
-        self.0.resource_for(ty)
-    }
+    support::forward_to!(0: resource_for, consistent_lists, list_page, patch, delete, record_event);
     async fn get(&self, r: &Resource, ns: &str, name: &str) -> Result<ObjectMeta, ClusterError> {
         yield_once().await;
         self.0.get(r, ns, name).await
-    }
-    async fn list_page(
-        &self,
-        r: &Resource,
-        token: Option<&str>,
-        limit: u32,
-    ) -> Result<kube_gc_engine::cluster::ListPage, ClusterError> {
-        self.0.list_page(r, token, limit).await
-    }
-    async fn patch(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        p: &Patch,
-    ) -> Result<ObjectMeta, ClusterError> {
-        self.0.patch(r, ns, name, p).await
-    }
-    async fn delete(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        o: &DeleteOptions,
-    ) -> Result<(), ClusterError> {
-        self.0.delete(r, ns, name, o).await
-    }
-    fn record_event(&self, e: WarningEvent) {
-        self.0.record_event(e)
     }
 }
 

@@ -29,8 +29,9 @@
 //! absent-owner cache, the matching dependents queued).
 //!
 //! # What a list cannot prove, and goes back to the GET
-//! Nodes whose kind maps to no resource or whose namespace does not fit the resource's scope
-//! are never offered; the node's coordinates found with its UID (present), a node re-identified
+//! Nodes whose kind maps to no resource, whose namespace does not fit the resource's scope, or
+//! whose resource an aggregated API server serves ([`Cluster::consistent_lists`]: its lists
+//! make no promise of consistency) are never offered; the node's coordinates found with its UID (present), a node re-identified
 //! or observed since it was offered, and every node of a list that failed, go back to the
 //! attemptToDelete queue, to upstream's per-owner GET, and are not offered again. A resource
 //! whose list failed is not listed again for [`RETRY_LIST_AFTER`].
@@ -178,6 +179,10 @@ impl<C: Cluster> Collector<C> {
         let Ok(resource) = self.cluster.resource_for(node.identity.ty) else { return false };
         if resource.namespaced && node.identity.namespace.is_cluster() {
             // Upstream's namespacedOwnerOfClusterScopedObject: the GET path reports it.
+            return false;
+        }
+        if !self.cluster.consistent_lists(&resource) {
+            // An aggregated API server's list is no proof (see `Cluster::consistent_lists`).
             return false;
         }
         if proofs.failed_until.get(&resource).is_some_and(|until| *until > now) {

@@ -129,3 +129,73 @@ pub fn blocking_owner(
         block_owner_deletion: Some(true),
     }
 }
+
+/// Inside an `impl Cluster for Wrapper`, the methods the wrapper leaves alone, each passed on to
+/// the field `$inner`: `forward_to!(inner: resource_for, consistent_lists, patch);`. A test's
+/// wrapper then spells out only the calls it changes.
+#[allow(unused_macros)] // each test crate includes this module; some have no wrapper
+macro_rules! forward_to {
+    ($inner:tt: $($method:ident),* $(,)?) => { $( $crate::support::forward_to!(@ $inner $method); )* };
+    (@ $inner:tt resource_for) => {
+        fn resource_for(
+            &self,
+            ty: kube_gc_engine::ObjectType,
+        ) -> Result<kube_gc_engine::cluster::Resource, kube_gc_engine::cluster::ClusterError> {
+            self.$inner.resource_for(ty)
+        }
+    };
+    (@ $inner:tt consistent_lists) => {
+        fn consistent_lists(&self, r: &kube_gc_engine::cluster::Resource) -> bool {
+            self.$inner.consistent_lists(r)
+        }
+    };
+    (@ $inner:tt get) => {
+        async fn get(
+            &self,
+            r: &kube_gc_engine::cluster::Resource,
+            ns: &str,
+            name: &str,
+        ) -> Result<kube_gc_engine::ObjectMeta, kube_gc_engine::cluster::ClusterError> {
+            self.$inner.get(r, ns, name).await
+        }
+    };
+    (@ $inner:tt list_page) => {
+        async fn list_page(
+            &self,
+            r: &kube_gc_engine::cluster::Resource,
+            token: Option<&str>,
+            limit: u32,
+        ) -> Result<kube_gc_engine::cluster::ListPage, kube_gc_engine::cluster::ClusterError> {
+            self.$inner.list_page(r, token, limit).await
+        }
+    };
+    (@ $inner:tt patch) => {
+        async fn patch(
+            &self,
+            r: &kube_gc_engine::cluster::Resource,
+            ns: &str,
+            name: &str,
+            p: &kube_gc_engine::cluster::Patch,
+        ) -> Result<kube_gc_engine::ObjectMeta, kube_gc_engine::cluster::ClusterError> {
+            self.$inner.patch(r, ns, name, p).await
+        }
+    };
+    (@ $inner:tt delete) => {
+        async fn delete(
+            &self,
+            r: &kube_gc_engine::cluster::Resource,
+            ns: &str,
+            name: &str,
+            o: &kube_gc_engine::cluster::DeleteOptions,
+        ) -> Result<(), kube_gc_engine::cluster::ClusterError> {
+            self.$inner.delete(r, ns, name, o).await
+        }
+    };
+    (@ $inner:tt record_event) => {
+        fn record_event(&self, e: kube_gc_engine::cluster::WarningEvent) {
+            self.$inner.record_event(e)
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use forward_to;

@@ -134,6 +134,9 @@ pub struct ResourceOptions {
     /// [`expire_grace_period`](MemoryCluster::expire_grace_period) (the kubelet's final delete);
     /// meanwhile further deletes change nothing.
     pub grace_period_seconds: u32,
+    /// Served by an aggregated API server: [`consistent_lists`](kube_gc_engine::Cluster::consistent_lists) is false, so the
+    /// collector proves its objects absent only by GET. Default false.
+    pub aggregated: bool,
 }
 
 /// A hook consulted on every call; see [`MemoryCluster::on_call`].

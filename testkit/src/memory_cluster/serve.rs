@@ -239,6 +239,10 @@ impl Cluster for MemoryCluster {
         self.serve_get(resource, namespace, name)
     }
 
+    fn consistent_lists(&self, resource: &Resource) -> bool {
+        !self.state.lock().options(resource).aggregated
+    }
+
     async fn list_page(
         &self,
         resource: &Resource,
