@@ -313,11 +313,6 @@ impl Collector for ScrapeTime {
                 &stats.foreground_deletions_past_catch_up_timeout,
             ),
             (
-                "kube_gc_owner_lookups_shared",
-                "Owner GETs answered by a concurrent identical request",
-                &stats.owner_lookups_shared,
-            ),
-            (
                 "kube_gc_stale_view_conflicts",
                 "Writes decided from the graph's copy of an object refused because it had changed (decided again from a live read)",
                 &stats.stale_view_conflicts,

@@ -50,7 +50,13 @@ impl<C: Cluster> Collector<C> {
             return Err(ItemError::NamespacedOwnerOfClusterScopedObject);
         }
         let namespace = key.namespace.as_str();
-        match self.shared_get(&resource, namespace, &owner.name).await {
+        // Each decision reads the owner itself, as upstream does, never sharing another
+        // worker's GET in flight: one sent before this item's reference was in hand may
+        // predate the owner (deleted and created again under its name) and answer 404, or
+        // the old UID, for it; the item would then be collected as its owner's garbage
+        // (engine/tests/owner_lookups.rs).
+        self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match self.cluster.get(&resource, namespace, &owner.name).await {
             Err(ClusterError::NotFound) => {
                 tracing::trace!(%item, owner = %key, "item's owner is not found");
                 self.absent_owners.add(key);
@@ -64,47 +70,6 @@ impl<C: Cluster> Collector<C> {
             }
             Ok(found) => Ok(Some(found)),
         }
-    }
-
-    /// A live GET, shared with any worker asking for the same object at the same time (many
-    /// dependents of one owner are often classified together).
-    async fn shared_get(
-        &self,
-        resource: &crate::cluster::Resource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ObjectMeta, ClusterError> {
-        use futures_util::FutureExt;
-        let key = (resource.to_string(), namespace.to_owned(), name.to_owned());
-        let lookup = {
-            let mut inflight = self.inflight.lock();
-            match inflight.get(&key) {
-                Some(lookup) => {
-                    self.stats
-                        .owner_lookups_shared
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    lookup.clone()
-                }
-                None => {
-                    self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let cluster = self.cluster.clone();
-                    let (resource, namespace, name) =
-                        (resource.clone(), namespace.to_owned(), name.to_owned());
-                    let lookup = async move { cluster.get(&resource, &namespace, &name).await }
-                        .boxed()
-                        .shared();
-                    inflight.insert(key.clone(), lookup.clone());
-                    lookup
-                }
-            }
-        };
-        let result = lookup.clone().await;
-        // The first waiter to finish retires the entry, so later lookups read afresh.
-        let mut inflight = self.inflight.lock();
-        if inflight.get(&key).is_some_and(|l| l.ptr_eq(&lookup)) {
-            inflight.remove(&key);
-        }
-        result
     }
 
     /// Upstream's `classifyReferences`: one live read per reference not in the absent-owner

@@ -177,8 +177,6 @@ pub struct CollectorStats {
     /// Steps of a foreground deletion that went ahead although a watcher had been behind for
     /// longer than the catch-up timeout.
     pub foreground_deletions_past_catch_up_timeout: AtomicU64,
-    /// Owner lookups answered by a concurrent worker's identical request.
-    pub owner_lookups_shared: AtomicU64,
     /// Item GETs saved by [`CollectorOptions::read_items_from_graph`].
     pub item_reads_saved: AtomicU64,
     /// Writes decided from the graph's copy of an object that the API server refused because
@@ -223,10 +221,6 @@ pub(crate) struct View<'a> {
 const REASON_VERIFY: u8 = 1;
 const REASON_OTHER: u8 = 2;
 
-type SharedLookup = futures_util::future::Shared<
-    futures_util::future::BoxFuture<'static, Result<crate::meta::ObjectMeta, ClusterError>>,
->;
-
 /// The garbage collector's workers' side (see the module docs).
 pub struct Collector<C> {
     graph: Arc<Graph>,
@@ -242,8 +236,6 @@ pub struct Collector<C> {
     warming_up: AtomicBool,
     deferred: Mutex<Vec<NodeKey>>,
     deferred_orphans: Mutex<Vec<NodeKey>>,
-    /// Owner GETs in flight, shared by workers asking for the same owner at once.
-    inflight: Mutex<HashMap<(String, String, String), SharedLookup>>,
     /// Items whose graph copy a write found stale (409): their next decision reads them live.
     stale_copies: Mutex<std::collections::HashSet<NodeKey>>,
     /// Owners this collector orphaned, whose late-seen dependents keep living.
@@ -292,7 +284,6 @@ impl<C: Cluster> Collector<C> {
             warming_up: AtomicBool::new(false),
             deferred: Mutex::default(),
             deferred_orphans: Mutex::default(),
-            inflight: Mutex::default(),
             stale_copies: Mutex::default(),
             orphaned: Arc::new(OrphanedOwners::new(orphaned_owners::DEFAULT_CAPACITY)),
             lagging: LaggingWatchers::new(lagging_watchers::DEFAULT_CATCH_UP_TIMEOUT),
