@@ -65,6 +65,11 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     let client = kube_gc::client(&flags).await?;
     if !flags.enable_garbage_collector {
         tracing::warn!("garbage collector disabled by --enable-garbage-collector=false");
+        // As kube-controller-manager with the controller off: the probes, /metrics and the
+        // (empty) debug graph are served, ready at once; nothing is watched nor collected,
+        // and no Lease is taken.
+        let controller = Controller::start(flags, client).await?;
+        controller.ready.store(true, std::sync::atomic::Ordering::Release);
         shutdown_signal().await;
         return Ok(());
     }
