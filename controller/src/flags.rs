@@ -34,7 +34,9 @@ const _: () =
 /// controller's canonical name since v1.28; `garbagecollector` before, still accepted as an
 /// alias) and this in its place.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "kube-gc", version = VERSION, about, long_about = None)]
+// A flag given twice takes its last value, as kube-controller-manager's (pflag) do, so that an
+// overlay can append to a Deployment's arguments.
+#[command(name = "kube-gc", version = VERSION, about, long_about = None, args_override_self = true)]
 pub struct Flags {
     /// Path to a kubeconfig. Without it, the files $KUBECONFIG lists (merged as kubectl merges
     /// them, missing ones skipped), ~/.kube/config, then the in-cluster service account are
@@ -88,7 +90,8 @@ pub struct Flags {
     pub leader_elect_resource_namespace: String,
 
     /// Resources never watched nor collected, as `resource.group` (core group: `resource`),
-    /// comma-separated. Default: upstream's (core and events.k8s.io events).
+    /// comma-separated; the list replaces the default (upstream's: core and events.k8s.io
+    /// events), and an empty one ignores nothing.
     #[arg(long, default_value = DEFAULT_IGNORED_RESOURCES, value_delimiter = ',')]
     pub gc_ignored_resources: Vec<String>,
 
@@ -243,7 +246,8 @@ pub struct Flags {
     #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub dry_run: bool,
 
-    /// Log verbosity, as klog's: 2 logs each decision, 4 monitors and syncs, 5 everything.
+    /// Log verbosity, as klog's: 2 (to 4) logs each decision, monitors and syncs, 5
+    /// everything (tracing has three levels where klog has V levels).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
 
@@ -314,9 +318,10 @@ impl Flags {
                 self.shards
             ));
         }
-        if !(self.kube_api_qps > 0.0 && self.kube_api_qps.is_finite()) {
+        if !(self.kube_api_qps >= MIN_KUBE_API_QPS && self.kube_api_qps.is_finite()) {
             return Err(format!(
-                "--kube-api-qps must be a positive, finite number, got {}",
+                "--kube-api-qps must be a finite number of at least {MIN_KUBE_API_QPS} (a call every {} s), got {}",
+                1.0 / MIN_KUBE_API_QPS,
                 self.kube_api_qps
             ));
         }
@@ -347,6 +352,11 @@ impl Flags {
                 self.watcher_catch_up_timeout
             ));
         }
+        if let Some(bad) = self.gc_ignored_resources.iter().find(|r| !is_resource_key(r.trim())) {
+            return Err(format!(
+                "--gc-ignored-resources takes resource.group names (core group: resource), lower case, comma-separated, such as {DEFAULT_IGNORED_RESOURCES}; got {bad:?}"
+            ));
+        }
         if self.absent_owner_cache_size == 0 {
             return Err("--absent-owner-cache-size must be at least 1".into());
         }
@@ -368,6 +378,15 @@ impl Flags {
             if period.is_zero() {
                 return Err(format!("{flag} must be greater than zero"));
             }
+        }
+        // The Lease records whole seconds (`leaseDurationSeconds`), and a standby judges the
+        // lease by the record: 900ms would be written as 0, a lease every standby takes at
+        // once, and 1.5s as 1, shorter than a renew deadline of 1.2s.
+        let lease = self.leader_elect_lease_duration;
+        if lease.subsec_nanos() != 0 || lease.as_secs() > i32::MAX as u64 {
+            return Err(format!(
+                "--leader-elect-lease-duration must be a whole number of seconds (the Lease records seconds), got {lease:?}"
+            ));
         }
         if self.leader_elect_renew_deadline >= self.leader_elect_lease_duration {
             return Err(
@@ -403,7 +422,27 @@ const MIN_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 /// and keeps every deadline representable.
 const MAX_WATCHER_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
-/// Parses Go-style durations: `30s`, `1m`, `500ms`, `1h`, `1m30s`.
+/// Whether `text` can name a resource as `resource.group` (or nothing, in an empty list): a
+/// lower-case plural and a DNS subdomain, as discovery spells them.
+fn is_resource_key(text: &str) -> bool {
+    text.is_empty()
+        || text.split('.').all(|label| {
+            !label.is_empty()
+                && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
+/// The lowest `--kube-api-qps`: one call every 1000 s (a lower rate is no budget at all, and
+/// its period would pass what the rate limiter can hold).
+const MIN_KUBE_API_QPS: f64 = 0.001;
+
+/// The longest duration Go's `time.Duration` holds (2^63 - 1 ns, about 292 years), and so the
+/// longest any of kube-controller-manager's duration flags takes; longer ones overflow the
+/// deadlines computed from them.
+const MAX_DURATION: Duration = Duration::new(9_223_372_036, 854_775_807);
+
+/// Parses Go-style durations: `30s`, `1m`, `500ms`, `1h`, `1m30s`, up to Go's longest
+/// (2562047h47m16.854775807s).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let err = || format!("invalid duration {text:?} (examples: 30s, 500ms, 1m30s)");
     if text == "0" {
@@ -428,7 +467,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "h" => 3600.0,
             _ => return Err(err()),
         };
-        total += Duration::try_from_secs_f64(value * scale).map_err(|_| err())?;
+        let term = Duration::try_from_secs_f64(value * scale).map_err(|_| err())?;
+        total = total.checked_add(term).filter(|t| *t <= MAX_DURATION).ok_or_else(|| {
+            format!("duration {text:?} is longer than the longest one Go holds (2562047h47m16s)")
+        })?;
         rest = &rest[unit_len..];
     }
     Ok(total)
@@ -508,7 +550,7 @@ mod tests {
         assert!(f.validate().unwrap_err().contains("go together"));
         for qps in ["-1", "0", "inf", "NaN"] {
             let f = Flags::parse_from(["kube-gc", &format!("--kube-api-qps={qps}")]);
-            assert!(f.validate().unwrap_err().contains("positive, finite"), "{qps} accepted");
+            assert!(f.validate().unwrap_err().contains("at least 0.001"), "{qps} accepted");
         }
         // A zero period would panic the discovery loop; a tiny one floods the API server.
         for period in ["0s", "0", "999ms"] {
@@ -539,6 +581,17 @@ mod tests {
             &["--leader-elect-renew-deadline=8400ms", "--leader-elect-retry-period=7s"],
             "1.2 times",
         );
+        // The Lease records whole seconds: a fraction would be cut off where standbys read it.
+        for lease in ["900ms", "1500ms"] {
+            refused(
+                &[
+                    &format!("--leader-elect-lease-duration={lease}"),
+                    "--leader-elect-renew-deadline=800ms",
+                    "--leader-elect-retry-period=100ms",
+                ],
+                "whole number of seconds",
+            );
+        }
         refused(&["--leader-elect-resource-name="], "must not be empty");
         refused(&["--leader-elect-resource-namespace="], "must not be empty");
         let f = Flags::parse_from([
@@ -582,5 +635,54 @@ mod tests {
         for bad in ["", "s", "10", "10x", "-1s", "1e400s"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
+        // Go's longest duration, and no longer: the deadlines computed from them must hold.
+        assert_eq!(parse_duration("2562047h47m16.854775807s"), Ok(MAX_DURATION));
+        for long in ["2562048h", "2600000000000000h", "4000000000000000h4000000000000000h"] {
+            let err = parse_duration(long).expect_err(long);
+            assert!(err.contains("longest"), "{long}: {err}");
+        }
+        for flag in ["--initial-sync-timeout", "--resync-period"] {
+            let args = ["kube-gc".to_owned(), format!("{flag}=2600000000000000h")];
+            assert!(Flags::try_parse_from(args).is_err(), "{flag}");
+        }
+    }
+
+    /// A flag given twice takes the last value (pflag's rule); a list flag appends, as pflag's
+    /// string slices do after the first.
+    #[test]
+    fn a_repeated_flag_takes_its_last_value() {
+        let f = Flags::parse_from([
+            "kube-gc",
+            "--leader-elect-resource-name=a",
+            "--leader-elect-resource-name=b",
+            "--concurrent-gc-syncs=3",
+            "--concurrent-gc-syncs=4",
+        ]);
+        assert_eq!((f.leader_elect_resource_name.as_str(), f.concurrent_gc_syncs), ("b", 4));
+    }
+
+    #[test]
+    fn ignored_resources_are_resource_group_names() {
+        for bad in ["Pods", "deployments/apps", "foo bar", "=", "pods..apps", ".apps"] {
+            let f = Flags::parse_from(["kube-gc", &format!("--gc-ignored-resources={bad}")]);
+            let err = f.validate().expect_err(bad);
+            assert!(err.contains("resource.group"), "{bad}: {err}");
+        }
+        for good in ["", "events", "events,events.events.k8s.io", "widgets.example.com, pods"] {
+            let f = Flags::parse_from(["kube-gc", &format!("--gc-ignored-resources={good}")]);
+            assert!(f.validate().is_ok(), "{good:?}");
+        }
+    }
+
+    /// A rate the limiter can hold: a period of over 584 years panicked it.
+    #[test]
+    fn the_api_budget_has_a_floor() {
+        for qps in ["1e-12", "1e-300", "0.0009", "0", "-1", "NaN", "inf"] {
+            let f = Flags::parse_from(["kube-gc", &format!("--kube-api-qps={qps}")]);
+            assert!(f.validate().is_err(), "{qps} accepted");
+        }
+        let f = Flags::parse_from(["kube-gc", "--kube-api-qps=0.001"]);
+        assert!(f.validate().is_ok());
+        crate::kube_cluster::token_bucket(f.collector_qps(), 1);
     }
 }
