@@ -88,13 +88,30 @@ impl<C: Cluster> Collector<C> {
         };
         match self.cluster.patch(&resource, &namespace, &identity.name, &strategic).await {
             Err(ClusterError::UnsupportedMediaType) => {
-                let body = match view {
-                    Some(v) => json_merge(v.meta),
+                let read;
+                let meta = match view {
+                    Some(v) => v.meta,
                     None => {
-                        json_merge(&self.cluster.get(&resource, &namespace, &identity.name).await?)
+                        read = self.cluster.get(&resource, &namespace, &identity.name).await?;
+                        // Another object under the name: the one this patch was for is gone
+                        // (upstream would patch the successor; fewer writes).
+                        if read.uid != identity.uid.to_string() {
+                            return Err(ClusterError::NotFound);
+                        }
+                        &read
                     }
                 };
-                self.cluster.patch(&resource, &namespace, &identity.name, &body).await
+                // The body replaces the whole list: it must land on the version it was built
+                // from, never unconditionally.
+                if meta.resource_version.is_empty() {
+                    return Err(ClusterError::Other {
+                        code: 0,
+                        message: format!(
+                            "{identity} has no resourceVersion to pin a JSON merge patch to"
+                        ),
+                    });
+                }
+                self.cluster.patch(&resource, &namespace, &identity.name, &json_merge(meta)).await
             }
             other => other,
         }
