@@ -26,6 +26,7 @@
 //! | [`FaultKind::WatchExpired`] | `expire_rate`, per watch from a resourceVersion | the watch answers one `ERROR` event, a `Status` of 410 `Expired`, as the watch cache does for a compacted version |
 //! | [`FaultKind::ContinueExpired`] | `expire_rate`, per list page asked with `continue` | 410 `Expired`, as for a compacted continue token |
 //! | [`FaultKind::Conflict`] | `conflict_rate`, per update, patch and delete of one object | 409 `Conflict` ("the object has been modified"), the write not applied |
+//! | [`FaultKind::AnswerLost`] | `answer_lost_rate`, per update, patch and delete of one object not otherwise faulted | the write is applied, then answered 504 `Timeout` ("the request did not complete"), as the apiserver's timeout filter answers a handler that finished too late, or a client sees a connection cut after the write: the client cannot tell whether it happened |
 //! | [`FaultKind::WatchDelayed`] | `watch_delay_rate`, per watch event | the event waits a uniform 0 to `watch_delay` before it is written, and every later event of that watch waits behind it (a slow watch cache or network: the order is kept, the client's view lags) |
 //!
 //! Every injected error response carries the header `X-Simcluster-Fault: <kind>`.
@@ -63,6 +64,9 @@ pub struct Faults {
     pub expire_rate: f64,
     /// Probability that an update, patch or delete of one object is answered 409 Conflict.
     pub conflict_rate: f64,
+    /// Probability that an update, patch or delete of one object is applied and then answered
+    /// 504 (the answer lost).
+    pub answer_lost_rate: f64,
     /// Probability that a watch event is held back before it is sent.
     pub watch_delay_rate: f64,
     /// The longest a delayed watch event is held back.
@@ -83,6 +87,7 @@ impl Faults {
             && self.watch_drop_rate <= 0.0
             && self.expire_rate <= 0.0
             && self.conflict_rate <= 0.0
+            && self.answer_lost_rate <= 0.0
             && (self.watch_delay_rate <= 0.0 || self.watch_delay.is_zero())
     }
 }
@@ -108,11 +113,13 @@ pub enum FaultKind {
     Conflict,
     /// A watch event held back.
     WatchDelayed,
+    /// A write applied, then answered 504.
+    AnswerLost,
 }
 
 impl FaultKind {
     /// Every kind, in counter order.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::TooManyRequests,
         FaultKind::InternalError,
         FaultKind::ServiceUnavailable,
@@ -122,6 +129,7 @@ impl FaultKind {
         FaultKind::ContinueExpired,
         FaultKind::Conflict,
         FaultKind::WatchDelayed,
+        FaultKind::AnswerLost,
     ];
 
     /// A short name (`429`, `500`, `503`, `latency`, `watch-drop`, `watch-expired`,
@@ -137,6 +145,7 @@ impl FaultKind {
             FaultKind::ContinueExpired => "continue-expired",
             FaultKind::Conflict => "conflict",
             FaultKind::WatchDelayed => "watch-delay",
+            FaultKind::AnswerLost => "answer-lost",
         }
     }
 
@@ -147,7 +156,7 @@ impl FaultKind {
 
 /// How many faults of each kind were injected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FaultCounts([u64; 9]);
+pub struct FaultCounts([u64; 10]);
 
 impl FaultCounts {
     /// The count of `kind`.
@@ -170,7 +179,7 @@ impl FaultCounts {
 
 impl fmt::Display for FaultCounts {
     /// `429=… 500=… 503=… latency=… watch-drop=… watch-expired=… continue-expired=… conflict=…
-    /// watch-delay=…`
+    /// watch-delay=… answer-lost=…`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, kind) in FaultKind::ALL.iter().enumerate() {
             if i > 0 {
@@ -213,6 +222,8 @@ pub(crate) struct Plan {
     pub(crate) latency: Option<Duration>,
     /// Answer this instead of serving the request.
     pub(crate) reject: Option<Response>,
+    /// Serve the request, then answer this instead of what it answered (a write's answer lost).
+    pub(crate) lose_answer: Option<Response>,
     /// For a watch: what to do to it.
     pub(crate) watch: Option<WatchFault>,
 }
@@ -221,7 +232,7 @@ pub(crate) struct Plan {
 #[derive(Debug)]
 pub struct FaultInjector {
     state: Mutex<(Faults, SplitMix64)>,
-    counts: [AtomicU64; 9],
+    counts: [AtomicU64; 10],
 }
 
 impl Default for FaultInjector {
@@ -313,6 +324,9 @@ impl FaultInjector {
                 if chance(rng, faults.conflict_rate) && reject.is_none() {
                     reject = Some(FaultKind::Conflict);
                 }
+                if chance(rng, faults.answer_lost_rate) && reject.is_none() {
+                    plan.lose_answer = Some(rejection(FaultKind::AnswerLost, resource, name));
+                }
             }
             RequestClass::Watch { from_version } => {
                 if from_version && chance(rng, faults.expire_rate) {
@@ -337,6 +351,7 @@ impl FaultInjector {
         if plan.watch == Some(WatchFault::Expire) {
             self.count(FaultKind::WatchExpired);
         }
+        // A lost answer is counted once the write it follows was applied (see the handler).
         plan
     }
 }
@@ -404,6 +419,16 @@ fn rejection(kind: FaultKind, resource: &str, name: &str) -> Response {
             .to_status(),
             false,
         ),
+        FaultKind::AnswerLost => (
+            StatusCode::GATEWAY_TIMEOUT,
+            status_body(
+                504,
+                "Timeout",
+                "Timeout: request did not complete within the allotted timeout (simcluster fault: the write was applied)",
+                None,
+            ),
+            false,
+        ),
         // Not answered with an error response.
         FaultKind::Latency
         | FaultKind::WatchDropped
@@ -451,6 +476,7 @@ mod tests {
             watch_drop_rate: 0.3,
             expire_rate: 0.3,
             conflict_rate: 0.3,
+            answer_lost_rate: 0.3,
             watch_delay_rate: 0.3,
             watch_delay: Duration::from_millis(10),
         }

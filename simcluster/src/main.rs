@@ -96,6 +96,9 @@ struct Args {
     /// Probability of 409 Conflict for an update, patch or delete.
     #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
     fault_conflict_rate: f64,
+    /// Probability that an update, patch or delete is applied and then answered 504.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    fault_answer_lost_rate: f64,
     /// Probability that a watch event is held back.
     #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
     fault_watch_delay_rate: f64,
@@ -142,6 +145,7 @@ fn run(args: Args) -> anyhow::Result<()> {
             watch_drop_rate: args.fault_watch_drop_rate,
             expire_rate: args.fault_expire_rate,
             conflict_rate: args.fault_conflict_rate,
+            answer_lost_rate: args.fault_answer_lost_rate,
             watch_delay_rate: args.fault_watch_delay_rate,
             watch_delay: Duration::from_millis(args.fault_watch_delay_ms),
         },

@@ -105,6 +105,32 @@ async fn conflicts_should_refuse_writes_to_one_object_and_apply_nothing() {
     assert_eq!(sim.fault_counts().get(FaultKind::Conflict), 1);
 }
 
+/// A lost answer: the write happens, and the client is told 504, as the apiserver's timeout
+/// filter answers a handler that finished too late. A read is never faulted so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_answers_should_apply_the_write_and_answer_504() {
+    let sim = start().await;
+    let c = client(&sim).await;
+    cm(&c, "patched").await;
+    cm(&c, "deleted").await;
+    sim.set_faults(faults(|f| f.answer_lost_rate = 1.0));
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let labels = kube::api::Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}}));
+    let err = cms.patch("patched", &Default::default(), &labels).await.expect_err("504");
+    assert_eq!(code(&err), 504);
+    let err = cms.delete("deleted", &DeleteParams::default()).await.expect_err("504");
+    assert_eq!(code(&err), 504);
+    assert!(cms.get("patched").await.is_ok(), "a read is served");
+    // A write refused by the server itself keeps its own answer.
+    let err = cms.delete("missing", &DeleteParams::default()).await.expect_err("404");
+    assert_eq!(code(&err), 404);
+    sim.faults_off();
+    let patched = cms.get("patched").await.unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["a"], "b", "the patch was applied");
+    assert_eq!(code(&cms.get("deleted").await.expect_err("gone")), 404, "the delete happened");
+    assert_eq!(sim.fault_counts().get(FaultKind::AnswerLost), 2, "the two applied writes");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiry_should_answer_410_to_continued_lists_and_watches_from_a_version() {
     let sim = start().await;

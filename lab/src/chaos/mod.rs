@@ -113,6 +113,10 @@ pub struct ChaosArgs {
     /// Probability of 409 Conflict per update, patch and delete.
     #[arg(long, default_value_t = 0.1, value_parser = kube_gc_simcluster::faults::parse_rate)]
     pub fault_conflict_rate: f64,
+    /// Probability that an update, patch or delete is applied and then answered 504 (the
+    /// collector cannot tell whether its write happened).
+    #[arg(long, default_value_t = 0.05, value_parser = kube_gc_simcluster::faults::parse_rate)]
+    pub fault_answer_lost_rate: f64,
     /// Probability that a watch event is held back (the collector's graph then lags).
     #[arg(long, default_value_t = 0.3, value_parser = kube_gc_simcluster::faults::parse_rate)]
     pub fault_watch_delay_rate: f64,
@@ -148,6 +152,7 @@ impl ChaosArgs {
                 watch_drop_rate: self.fault_watch_drop_rate,
                 expire_rate: self.fault_expire_rate,
                 conflict_rate: self.fault_conflict_rate,
+                answer_lost_rate: self.fault_answer_lost_rate,
                 watch_delay_rate: self.fault_watch_delay_rate,
                 watch_delay: Duration::from_millis(self.fault_watch_delay_ms),
             },
@@ -188,6 +193,8 @@ pub fn default_faults() -> Faults {
         watch_drop_rate: 0.2,
         expire_rate: 0.1,
         conflict_rate: 0.1,
+        // Writes whose outcome the collector cannot know: it must decide again from a read.
+        answer_lost_rate: 0.05,
         // Stale views: events reach the collector late, so it often decides on a graph that
         // lags the store, while the scenario's own writes race it.
         watch_delay_rate: 0.3,

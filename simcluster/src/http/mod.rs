@@ -190,110 +190,124 @@ async fn serve(app: &App, req: Request) -> Result<Response> {
     if query.get("dryRun").is_some_and(|d| !d.is_empty()) {
         return Err(Error::BadRequest("dryRun is not supported by simcluster".into()));
     }
-    let watch_fault = match inject_faults(app, &r, &target, &method, watch_path, &query).await {
-        Ok(watch_fault) => watch_fault,
-        Err(rejected) => return Ok(rejected),
-    };
-    match target {
-        Target::Collection { namespace } => {
-            if namespace.is_some() && !r.def.namespaced {
-                return Err(not_found_path());
-            }
-            let watch = watch_path || query_flag(&query, "watch");
-            match method {
-                Method::GET if watch => {
-                    watch_response(app, &r, namespace, &query, meta_only, encoding, watch_fault)
+    let (watch_fault, lose_answer) =
+        match inject_faults(app, &r, &target, &method, watch_path, &query).await {
+            Ok(planned) => planned,
+            Err(rejected) => return Ok(rejected),
+        };
+    let served = async {
+        match target {
+            Target::Collection { namespace } => {
+                if namespace.is_some() && !r.def.namespaced {
+                    return Err(not_found_path());
                 }
-                Method::GET if encoding == Encoding::MetadataProtobuf => {
-                    protobuf::list_response(store, &r, namespace, &query)
-                }
-                Method::GET if table.is_some() => {
-                    table_list_response(store, &r, namespace, &query, table)
-                }
-                Method::GET => list_response(store, &r, namespace, &query, meta_only),
-                Method::POST => {
-                    let body = read_json(body).await?;
-                    let created = store.create(&r, namespace.as_deref(), body)?;
-                    Ok(object_response(StatusCode::CREATED, &created, meta_only))
-                }
-                Method::DELETE => {
-                    let opts = delete_options(body, &query).await?;
-                    let list = list_options(namespace, &query)?;
-                    let deleted = store.delete_collection(&r, &list, &opts)?;
-                    let items: Vec<Value> =
-                        deleted.iter().map(|o| render_value(o, meta_only)).collect();
-                    let list = json!({
-                        "kind": list_kind(&r.def, meta_only),
-                        "apiVersion": list_api_version(&r.def, meta_only),
-                        "metadata": {"resourceVersion": store.resource_version().to_string()},
-                        "items": items,
-                    });
-                    Ok(ok_json(&list))
-                }
-                _ => Err(method_not_allowed(&method)),
-            }
-        }
-        Target::Object { namespace, name, subresource } => {
-            if namespace.is_some() != r.def.namespaced {
-                return Err(not_found_path());
-            }
-            match subresource.as_deref() {
-                None => {}
-                Some("status") if method == Method::GET => {}
-                Some(_) => return Err(not_found_path()),
-            }
-            let ns = namespace.as_deref();
-            match method {
-                Method::GET if table.is_some() => {
-                    let obj =
-                        crate::store::with_type(&r.def, parse_stored(&store.get(&r, ns, &name)?)?);
-                    let include = table.unwrap_or(table::Include::Metadata);
-                    Ok(ok_json(&table::render(&[obj], json!({}), include)))
-                }
-                Method::GET => {
-                    let bytes = store.get(&r, ns, &name)?;
-                    Ok(json_response(StatusCode::OK, render_stored(&r.def, &bytes, meta_only)))
-                }
-                Method::PUT => {
-                    let body = read_json(body).await?;
-                    let (obj, _) = store.update(&r, ns, &name, body)?;
-                    Ok(object_response(StatusCode::OK, &obj, meta_only))
-                }
-                Method::PATCH => {
-                    let content_type = parts
-                        .headers
-                        .get(header::CONTENT_TYPE)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default();
-                    let patch_type = PatchType::from_content_type(content_type)?;
-                    let body = read_body(body).await?;
-                    let (obj, _) = store.patch(&r, ns, &name, patch_type, &body)?;
-                    Ok(object_response(StatusCode::OK, &obj, meta_only))
-                }
-                Method::DELETE => {
-                    let opts = delete_options(body, &query).await?;
-                    let (obj, gone) = store.delete(&r, ns, &name, &opts)?;
-                    if gone {
-                        // The registry store's finalizeDelete: a `Status` naming what went.
-                        return Ok(ok_json(&deleted_status(&r.def, &obj)));
+                let watch = watch_path || query_flag(&query, "watch");
+                match method {
+                    Method::GET if watch => {
+                        watch_response(app, &r, namespace, &query, meta_only, encoding, watch_fault)
                     }
-                    // Kept (finalizers pending): 200, or 202 when the client asked for
-                    // `orphanDependents: false` (the apiserver's delete handler; fidelity.rs).
-                    let code = if opts.orphan_dependents == Some(false) {
-                        StatusCode::ACCEPTED
-                    } else {
-                        StatusCode::OK
-                    };
-                    Ok(object_response(code, &obj, meta_only))
+                    Method::GET if encoding == Encoding::MetadataProtobuf => {
+                        protobuf::list_response(store, &r, namespace, &query)
+                    }
+                    Method::GET if table.is_some() => {
+                        table_list_response(store, &r, namespace, &query, table)
+                    }
+                    Method::GET => list_response(store, &r, namespace, &query, meta_only),
+                    Method::POST => {
+                        let body = read_json(body).await?;
+                        let created = store.create(&r, namespace.as_deref(), body)?;
+                        Ok(object_response(StatusCode::CREATED, &created, meta_only))
+                    }
+                    Method::DELETE => {
+                        let opts = delete_options(body, &query).await?;
+                        let list = list_options(namespace, &query)?;
+                        let deleted = store.delete_collection(&r, &list, &opts)?;
+                        let items: Vec<Value> =
+                            deleted.iter().map(|o| render_value(o, meta_only)).collect();
+                        let list = json!({
+                            "kind": list_kind(&r.def, meta_only),
+                            "apiVersion": list_api_version(&r.def, meta_only),
+                            "metadata": {"resourceVersion": store.resource_version().to_string()},
+                            "items": items,
+                        });
+                        Ok(ok_json(&list))
+                    }
+                    _ => Err(method_not_allowed(&method)),
                 }
-                _ => Err(method_not_allowed(&method)),
+            }
+            Target::Object { namespace, name, subresource } => {
+                if namespace.is_some() != r.def.namespaced {
+                    return Err(not_found_path());
+                }
+                match subresource.as_deref() {
+                    None => {}
+                    Some("status") if method == Method::GET => {}
+                    Some(_) => return Err(not_found_path()),
+                }
+                let ns = namespace.as_deref();
+                match method {
+                    Method::GET if table.is_some() => {
+                        let obj = crate::store::with_type(
+                            &r.def,
+                            parse_stored(&store.get(&r, ns, &name)?)?,
+                        );
+                        let include = table.unwrap_or(table::Include::Metadata);
+                        Ok(ok_json(&table::render(&[obj], json!({}), include)))
+                    }
+                    Method::GET => {
+                        let bytes = store.get(&r, ns, &name)?;
+                        Ok(json_response(StatusCode::OK, render_stored(&r.def, &bytes, meta_only)))
+                    }
+                    Method::PUT => {
+                        let body = read_json(body).await?;
+                        let (obj, _) = store.update(&r, ns, &name, body)?;
+                        Ok(object_response(StatusCode::OK, &obj, meta_only))
+                    }
+                    Method::PATCH => {
+                        let content_type = parts
+                            .headers
+                            .get(header::CONTENT_TYPE)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default();
+                        let patch_type = PatchType::from_content_type(content_type)?;
+                        let body = read_body(body).await?;
+                        let (obj, _) = store.patch(&r, ns, &name, patch_type, &body)?;
+                        Ok(object_response(StatusCode::OK, &obj, meta_only))
+                    }
+                    Method::DELETE => {
+                        let opts = delete_options(body, &query).await?;
+                        let (obj, gone) = store.delete(&r, ns, &name, &opts)?;
+                        if gone {
+                            // The registry store's finalizeDelete: a `Status` naming what went.
+                            return Ok(ok_json(&deleted_status(&r.def, &obj)));
+                        }
+                        // Kept (finalizers pending): 200, or 202 when the client asked for
+                        // `orphanDependents: false` (the apiserver's delete handler; fidelity.rs).
+                        let code = if opts.orphan_dependents == Some(false) {
+                            StatusCode::ACCEPTED
+                        } else {
+                            StatusCode::OK
+                        };
+                        Ok(object_response(code, &obj, meta_only))
+                    }
+                    _ => Err(method_not_allowed(&method)),
+                }
             }
         }
+    }
+    .await;
+    match (served, lose_answer) {
+        // The write happened; its answer is lost.
+        (Ok(answer), Some(lost)) if answer.status().is_success() => {
+            app.faults.count(FaultKind::AnswerLost);
+            Ok(lost)
+        }
+        (served, _) => served,
     }
 }
 
 /// Plans the faults of a request on a served resource (see [`crate::faults`]) and waits its
-/// latency; `Err`: the response to answer instead.
+/// latency: a watch's fault and a write's lost answer; `Err`: the response to answer instead.
 async fn inject_faults(
     app: &App,
     r: &Resolved,
@@ -301,7 +315,7 @@ async fn inject_faults(
     method: &Method,
     watch_path: bool,
     query: &HashMap<String, String>,
-) -> Result<Option<WatchFault>, Response> {
+) -> Result<(Option<WatchFault>, Option<Response>), Response> {
     let has = |k: &str| query.get(k).is_some_and(|v| !v.is_empty());
     let (class, name) = match target {
         Target::Collection { .. } => {
@@ -331,7 +345,7 @@ async fn inject_faults(
     }
     match plan.reject {
         Some(rejected) => Err(rejected),
-        None => Ok(plan.watch),
+        None => Ok((plan.watch, plan.lose_answer)),
     }
 }
 
