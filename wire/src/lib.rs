@@ -208,24 +208,34 @@ pub fn decode_watch_event(frame: Bytes) -> Result<WatchEvent, WireError> {
 fn lean_meta(m: Option<messages::LeanObjectMeta>) -> ObjectMeta {
     let m = m.unwrap_or_default();
     ObjectMeta {
-        uid: m.uid.unwrap_or_default(),
-        name: m.name.unwrap_or_default(),
-        namespace: m.namespace.unwrap_or_default(),
-        resource_version: m.resource_version.unwrap_or_default(),
+        uid: text(m.uid),
+        name: text(m.name),
+        namespace: text(m.namespace),
+        resource_version: text(m.resource_version),
         owner_references: m
             .owner_references
             .into_iter()
             .map(|r| OwnerReference {
-                api_version: r.api_version.unwrap_or_default(),
-                kind: r.kind.unwrap_or_default(),
-                name: r.name.unwrap_or_default(),
-                uid: r.uid.unwrap_or_default(),
+                api_version: text(r.api_version),
+                kind: text(r.kind),
+                name: text(r.name),
+                uid: text(r.uid),
                 controller: r.controller,
                 block_owner_deletion: r.block_owner_deletion,
             })
             .collect(),
-        finalizers: m.finalizers,
+        finalizers: m.finalizers.into_iter().map(|f| text(Some(f))).collect(),
         deletion_timestamp: m.deletion_timestamp.is_some(),
+    }
+}
+
+/// A decoded text field as a `String`: as it is when UTF-8 (no copy), else with each invalid
+/// sequence replaced by U+FFFD, as the API server's JSON encoder writes it (see
+/// [`messages::LeanObjectMeta`]).
+fn text(bytes: Option<Vec<u8>>) -> String {
+    match String::from_utf8(bytes.unwrap_or_default()) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
 }
 

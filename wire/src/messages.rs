@@ -76,29 +76,58 @@ pub struct OwnerReference {
 }
 
 /// `metav1.ObjectMeta` as kube-gc decodes it: what the engine keeps, nothing else.
+///
+/// Its text fields are bytes, not protobuf `string`s: the API server does not check that what
+/// a client wrote there is UTF-8 (Go's decoder does not), and prost refuses a `string` that is
+/// not, so one object with a stray byte in an owner reference would fail every list and watch
+/// of its resource for ever. [`crate::lean_meta`] reads them as UTF-8, replacing what is not
+/// with U+FFFD, as the server's JSON encoder does for the same object.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct LeanObjectMeta {
     /// `metadata.name`.
-    #[prost(string, optional, tag = "1")]
-    pub name: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    pub name: Option<Vec<u8>>,
     /// `metadata.namespace` (empty for a cluster-scoped object).
-    #[prost(string, optional, tag = "3")]
-    pub namespace: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    pub namespace: Option<Vec<u8>>,
     /// `metadata.uid`.
-    #[prost(string, optional, tag = "5")]
-    pub uid: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "5")]
+    pub uid: Option<Vec<u8>>,
     /// `metadata.resourceVersion`.
-    #[prost(string, optional, tag = "6")]
-    pub resource_version: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "6")]
+    pub resource_version: Option<Vec<u8>>,
     /// `metadata.deletionTimestamp`: set once the object is being deleted.
     #[prost(message, optional, tag = "9")]
     pub deletion_timestamp: Option<Time>,
     /// `metadata.ownerReferences`, in order.
     #[prost(message, repeated, tag = "13")]
-    pub owner_references: Vec<OwnerReference>,
+    pub owner_references: Vec<LeanOwnerReference>,
     /// `metadata.finalizers`, in order.
-    #[prost(string, repeated, tag = "14")]
-    pub finalizers: Vec<String>,
+    #[prost(bytes = "vec", repeated, tag = "14")]
+    pub finalizers: Vec<Vec<u8>>,
+}
+
+/// [`OwnerReference`] as kube-gc decodes it, its text as bytes (see [`LeanObjectMeta`]).
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct LeanOwnerReference {
+    /// `kind` of the owner.
+    #[prost(bytes = "vec", optional, tag = "1")]
+    pub kind: Option<Vec<u8>>,
+    /// `name` of the owner.
+    #[prost(bytes = "vec", optional, tag = "3")]
+    pub name: Option<Vec<u8>>,
+    /// `uid` of the owner.
+    #[prost(bytes = "vec", optional, tag = "4")]
+    pub uid: Option<Vec<u8>>,
+    /// `apiVersion` of the owner.
+    #[prost(bytes = "vec", optional, tag = "5")]
+    pub api_version: Option<Vec<u8>>,
+    /// `controller`: the owner is the dependent's managing controller.
+    #[prost(bool, optional, tag = "6")]
+    pub controller: Option<bool>,
+    /// `blockOwnerDeletion`: a foreground deletion of the owner waits for this dependent.
+    #[prost(bool, optional, tag = "7")]
+    pub block_owner_deletion: Option<bool>,
 }
 
 /// `metav1.ManagedFieldsEntry`, as simcluster serves it.

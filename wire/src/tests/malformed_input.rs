@@ -225,3 +225,65 @@ proptest! {
         }
     }
 }
+
+/// `needle` replaced by `with` (of the same length, so every length prefix still holds).
+fn replaced(mut bytes: Vec<u8>, needle: &[u8], with: &[u8]) -> Vec<u8> {
+    assert_eq!(needle.len(), with.len());
+    let mut at = 0;
+    while let Some(i) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
+        bytes[at + i..at + i + needle.len()].copy_from_slice(with);
+        at += i + needle.len();
+    }
+    bytes
+}
+
+/// Text that is not UTF-8 (the API server does not check what a client wrote into an owner
+/// reference or a finalizer) decodes with U+FFFD in its place, as the server's JSON shows the
+/// same object, in a list, a streamed list and a watch event. It used to fail the decoding of
+/// the whole page or event, and so every list and watch of the object's resource, for ever.
+#[test]
+fn text_that_is_not_utf8_decodes_as_the_servers_json_shows_it() {
+    let meta = ObjectMeta {
+        name: Some("pod".into()),
+        namespace: Some("ns".into()),
+        uid: Some("u1".into()),
+        resource_version: Some("7".into()),
+        owner_references: vec![OwnerReference {
+            api_version: Some("apps/v1".into()),
+            kind: Some("ReplicaSet".into()),
+            name: Some("rs-@@".into()),
+            uid: Some("u0".into()),
+            controller: None,
+            block_owner_deletion: None,
+        }],
+        finalizers: vec!["x/@@".into()],
+        ..Default::default()
+    };
+    let bad = [0xFF, 0xFE];
+    let check = |m: &crate::ObjectMeta| {
+        assert_eq!(m.owner_references[0].name, "rs-\u{FFFD}\u{FFFD}");
+        assert_eq!(m.finalizers, ["x/\u{FFFD}\u{FFFD}"]);
+        assert_eq!((m.name.as_str(), m.uid.as_str()), ("pod", "u1"));
+    };
+    let object = PartialObjectMetadata { metadata: Some(meta) };
+    let list = encode_list(&PartialObjectMetadataList {
+        metadata: Some(ListMeta { resource_version: Some("7".into()), ..Default::default() }),
+        items: vec![object.clone()],
+    });
+    let list = replaced(list, b"@@", &bad);
+    let OrStatus::Ok(page) = decode_list(Bytes::from(list.clone())).expect("a page") else {
+        panic!("a Status")
+    };
+    check(&page.items[0]);
+    check(&stream_decode_chunks(&[&list]).expect("a page").items[0]);
+    let event = encode_watch_event(
+        WatchEventType::Added,
+        enveloped("meta.k8s.io/v1", "PartialObjectMetadata", &object),
+    );
+    let event = replaced(event, b"@@", &bad);
+    let mut reader = FrameReader::new();
+    reader.push(&event);
+    let decoded = decode_watch_event(reader.next_frame().unwrap().unwrap()).expect("an event");
+    let OrStatus::Ok(m) = decoded.object else { panic!("a Status") };
+    check(&m);
+}
