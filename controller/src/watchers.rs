@@ -289,6 +289,10 @@ async fn list(
     out: &mut Outbox,
 ) -> Result<Result<String, Failure>, Closed> {
     out.push(Notification::ListStarted).await?;
+    // Sent at once, not with the first page: a relist after a watch expired starts the
+    // watcher's time behind (the graph builder's), and a consistent list may wait seconds for
+    // its first page while the lost watch's events are missing from the graph.
+    out.flush().await?;
     let mut continue_token = None;
     loop {
         let mut params = ListParams::default();

@@ -348,6 +348,21 @@ async fn a_watch_refused_with_gone_is_no_resumption() {
     );
 }
 
+/// A watch in step that the server ends with 410 Gone: the watcher is behind from that moment,
+/// not once its relist answers (a consistent list may wait seconds in the server's queues, and
+/// orphanings must wait for what the lost watch missed meanwhile).
+#[tokio::test(start_paused = true)]
+async fn a_watch_gone_in_step_is_behind_before_its_relist_answers() {
+    let gone =
+        r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old","code":410}"#;
+    // Back at 0.5 s (quiet), then expired at 1 s; the relist never answers.
+    let expired = Reply { stays_open: false, ..watch_reply(&[]) }
+        .then(Duration::from_secs(1), &[("ERROR", gone.to_owned())]);
+    let replies = vec![list_reply("5", &[]), expired, Reply::json(200, "", true)];
+    let seen = notifications_of(replies, 4).await;
+    assert_eq!(seen, ["ListStarted", "ListDone", "Resumed", "ListStarted"]);
+}
+
 /// A watch the server ends normally (its timeout) resumes without a word: nothing was missed.
 #[tokio::test(start_paused = true)]
 async fn a_watch_the_server_ends_is_resumed_silently() {
