@@ -202,6 +202,21 @@ impl KubeCluster {
     }
 }
 
+/// Refuses a write once this process's lease has passed its renew deadline
+/// ([`crate::leader::may_write`]): checked after the budget's wait, just before sending.
+fn fenced(verb: &str) -> Result<(), ClusterError> {
+    if crate::leader::may_write() {
+        Ok(())
+    } else {
+        Err(ClusterError::Other {
+            code: 0,
+            message: format!(
+                "{verb} not sent: the lease was not renewed within the renew deadline"
+            ),
+        })
+    }
+}
+
 /// An object the server answered a call on `name` with, if it is one: a body without a uid,
 /// or another object's, is a server (or proxy) out of contract, never an answer about `name`
 /// (taken as one, its empty uid would say the object asked for is gone). Upstream's client
@@ -333,6 +348,7 @@ impl Cluster for KubeCluster {
             return self.get(resource, namespace, name).await;
         }
         self.wait_for_budget("PATCH").await;
+        fenced("PATCH")?;
         self.calls.patch.fetch_add(1, Ordering::Relaxed);
         let body = patch.body.clone();
         let p = match patch.patch_type {
@@ -358,6 +374,7 @@ impl Cluster for KubeCluster {
             return Ok(());
         }
         self.wait_for_budget("DELETE").await;
+        fenced("DELETE")?;
         self.calls.delete.fetch_add(1, Ordering::Relaxed);
         let preconditions = (options.precondition_uid.is_some()
             || options.precondition_resource_version.is_some())

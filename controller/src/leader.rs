@@ -59,6 +59,10 @@ pub struct Leadership {
     api: Api<Lease>,
     config: LeaseConfig,
     observed: Observed,
+    /// When the last successful renewal (or the acquisition) started.
+    last_start: tokio::time::Instant,
+    /// Exits the process past the renew deadline (none in this module's tests).
+    watchdog: Option<Watchdog>,
 }
 
 fn now() -> MicroTime {
@@ -115,14 +119,32 @@ impl Observed {
     }
 }
 
+/// What one attempt to take or renew the lease found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempt {
+    /// This candidate holds the lease: its write was stored.
+    Held,
+    /// Another candidate holds the lease, and it is not free.
+    HeldByOther,
+    /// This candidate's write lost a race (409): the Lease changed between the read and the
+    /// write (another candidate's write, an earlier renewal of ours whose answer came late, a
+    /// label someone edited). The next read says who holds it.
+    Conflict,
+}
+
 impl Leadership {
-    /// Tries once to take or renew the lease; `Ok(true)` when this candidate holds it after.
+    /// Tries once to take or renew the lease.
     async fn try_acquire_or_renew(
         api: &Api<Lease>,
         config: &LeaseConfig,
         observed: &mut Observed,
-    ) -> Result<bool, kube::Error> {
+    ) -> Result<Attempt, kube::Error> {
         let seconds = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let stored = |written: Result<Lease, kube::Error>| match written {
+            Ok(_) => Ok(Attempt::Held),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Conflict),
+            Err(e) => Err(e),
+        };
         match api.get_opt(&config.name).await? {
             None => {
                 let lease = Lease {
@@ -136,83 +158,98 @@ impl Leadership {
                         ..Default::default()
                     }),
                 };
-                match api.create(&PostParams::default(), &lease).await {
-                    Ok(_) => Ok(true),
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                    Err(e) => Err(e),
-                }
+                stored(api.create(&PostParams::default(), &lease).await)
             }
             Some(mut lease) => {
                 if !observed.is_free(&lease, &config.identity, tokio::time::Instant::now()) {
-                    return Ok(false);
+                    return Ok(Attempt::HeldByOther);
                 }
                 let spec = lease.spec.get_or_insert_with(Default::default);
                 let ours = spec.holder_identity.as_deref() == Some(config.identity.as_str());
                 if !ours {
                     spec.acquire_time = Some(now());
-                    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                    spec.lease_transitions =
+                        Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
                 }
                 spec.holder_identity = Some(config.identity.clone());
                 spec.lease_duration_seconds = Some(seconds);
                 spec.renew_time = Some(now());
                 // The resourceVersion in `lease` makes this a compare-and-swap.
-                match api.replace(&config.name, &PostParams::default(), &lease).await {
-                    Ok(_) => Ok(true),
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                    Err(e) => Err(e),
-                }
+                stored(api.replace(&config.name, &PostParams::default(), &lease).await)
             }
         }
     }
 
-    /// Blocks until this candidate holds the lease.
+    /// Blocks until this candidate holds the lease, and starts the [`Watchdog`].
+    ///
+    /// An acquisition is a renewal as far as the deadline goes: the server stored it at some
+    /// point after its request started, so the process may act until `renew_deadline` after
+    /// that start, and no longer. Each attempt is bounded by the renew deadline, and the
+    /// watchdog counts from the start of the attempt that won, not from when its answer came
+    /// (kube-controller-manager bounds its elector's requests by the renew deadline too).
     pub async fn acquire(client: Client, config: LeaseConfig) -> Leadership {
         let api: Api<Lease> = Api::namespaced(client, &config.namespace);
         tracing::info!(lease = %format!("{}/{}", config.namespace, config.name), identity = %config.identity, "attempting to acquire leader lease");
         let mut observed = Observed::default();
         loop {
-            match Self::try_acquire_or_renew(&api, &config, &mut observed).await {
-                Ok(true) => {
+            let started = tokio::time::Instant::now();
+            let attempt = Self::try_acquire_or_renew(&api, &config, &mut observed);
+            match tokio::time::timeout(config.renew_deadline, attempt).await {
+                Ok(Ok(Attempt::Held)) => {
                     tracing::info!(identity = %config.identity, "successfully acquired lease");
-                    return Leadership { api, config, observed };
+                    let watchdog = Watchdog::start(config.renew_deadline, started.into_std());
+                    return Leadership {
+                        api,
+                        config,
+                        observed,
+                        last_start: started,
+                        watchdog: Some(watchdog),
+                    };
                 }
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "error retrieving resource lock"),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "error retrieving resource lock"),
+                Err(_) => tracing::warn!("acquiring the lease timed out"),
             }
             tokio::time::sleep(config.retry_period).await;
         }
     }
 
-    /// Renews the lease every retry period; returns when it could not be renewed within the
-    /// renew deadline (leadership lost). Starts the [`Watchdog`] that exits the process, whatever
-    /// the rest of it is doing, once the renew deadline has passed since the start of the last
-    /// successful renewal.
+    /// Renews the lease every retry period; returns when another candidate holds it, or when
+    /// it could not be renewed within the renew deadline (leadership lost: the caller ends the
+    /// process). Meanwhile the [`Watchdog`] exits the process, whatever the rest of it is
+    /// doing, once the renew deadline has passed since the start of the last successful
+    /// renewal.
     pub async fn hold(mut self) {
-        // Acquiring counts as the first renewal; its request started at most now.
-        let mut last_start = tokio::time::Instant::now();
-        let watchdog = Watchdog::start(self.config.renew_deadline);
         loop {
             tokio::time::sleep(self.config.retry_period).await;
             let started = tokio::time::Instant::now();
-            let left = (last_start + self.config.renew_deadline).saturating_duration_since(started);
+            let left =
+                (self.last_start + self.config.renew_deadline).saturating_duration_since(started);
             match tokio::time::timeout(
                 left,
                 Self::try_acquire_or_renew(&self.api, &self.config, &mut self.observed),
             )
             .await
             {
-                Ok(Ok(true)) => {
-                    last_start = started;
-                    watchdog.renewed(started.into_std());
+                Ok(Ok(Attempt::Held)) => {
+                    self.last_start = started;
+                    if let Some(watchdog) = &self.watchdog {
+                        watchdog.renewed(started.into_std());
+                    }
                 }
-                Ok(Ok(false)) => {
+                Ok(Ok(Attempt::HeldByOther)) => {
                     tracing::error!("lease taken by another candidate");
                     return;
+                }
+                // Not lost: the next attempt reads who holds it (client-go retries until the
+                // renew deadline too).
+                Ok(Ok(Attempt::Conflict)) => {
+                    tracing::warn!("the lease changed while renewing it; retrying")
                 }
                 Ok(Err(e)) => tracing::warn!(error = %e, "failed to renew lease"),
                 Err(_) => tracing::warn!("renewing the lease timed out"),
             }
-            if last_start.elapsed() >= self.config.renew_deadline {
+            if self.last_start.elapsed() >= self.config.renew_deadline {
                 tracing::error!("failed to renew lease within the renew deadline");
                 return;
             }
@@ -220,48 +257,155 @@ impl Leadership {
     }
 }
 
+/// The writes' side of the watchdog: whether the renew deadline has passed since the start of
+/// the last successful renewal (or the acquisition).
+#[derive(Debug, Clone)]
+struct Fence {
+    last_start: std::sync::Arc<std::sync::Mutex<std::time::Instant>>,
+    renew_deadline: Duration,
+}
+
+impl Fence {
+    fn deadline(&self) -> std::time::Instant {
+        *self.last_start.lock().unwrap_or_else(|e| e.into_inner()) + self.renew_deadline
+    }
+}
+
+/// The fence of the lease this process holds, once it holds one.
+static FENCE: std::sync::OnceLock<Fence> = std::sync::OnceLock::new();
+
+/// Whether this process may still write to the cluster: always without leader election;
+/// with it, only before the renew deadline has passed since the start of the last successful
+/// renewal. The collector's PATCHes and DELETEs ask just before they are sent, so that a
+/// worker that waited (for its rate limit, or a paused process woken up) does not write past
+/// the moment a standby may take over, in the milliseconds before the watchdog exits.
+pub fn may_write() -> bool {
+    FENCE.get().is_none_or(|fence| std::time::Instant::now() < fence.deadline())
+}
+
 /// Exits the process once `renew_deadline` has passed since the start of the last successful
 /// renewal (see the module docs), from an OS thread of its own.
 #[derive(Debug, Clone)]
 pub struct Watchdog {
-    last_start: std::sync::Arc<std::sync::Mutex<std::time::Instant>>,
+    fence: Fence,
 }
 
 impl Watchdog {
-    /// Starts watching; the lease was (re)acquired by a request that started at most now.
-    pub fn start(renew_deadline: Duration) -> Watchdog {
-        let last_start = std::sync::Arc::new(std::sync::Mutex::new(std::time::Instant::now()));
-        let watched = last_start.clone();
+    /// Starts watching a lease (re)acquired by a request that started at `started`, and fences
+    /// this process's writes ([`may_write`]) by the same deadline.
+    pub fn start(renew_deadline: Duration, started: std::time::Instant) -> Watchdog {
+        let fence = Fence {
+            last_start: std::sync::Arc::new(std::sync::Mutex::new(started)),
+            renew_deadline,
+        };
+        let watched = fence.clone();
         std::thread::Builder::new()
             .name("lease-watchdog".into())
             .spawn(move || {
                 loop {
-                    let since = *watched.lock().unwrap_or_else(|e| e.into_inner());
-                    let deadline = since + renew_deadline;
+                    let deadline = watched.deadline();
                     let now = std::time::Instant::now();
                     if now >= deadline {
-                        tracing::error!(
-                            "leaderelection lost: the lease was not renewed within the renew deadline; exiting before another replica may take over"
-                        );
-                        std::process::exit(1);
+                        exit_leadership_lost();
                     }
                     std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
                 }
             })
             .expect("spawn the lease watchdog thread");
-        Watchdog { last_start }
+        let _ = FENCE.set(fence.clone());
+        Watchdog { fence }
     }
 
     /// Records a successful renewal whose request started at `started`.
     pub fn renewed(&self, started: std::time::Instant) {
-        let mut last = self.last_start.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = self.fence.last_start.lock().unwrap_or_else(|e| e.into_inner());
         *last = (*last).max(started);
     }
+}
+
+/// Exits the process: the renew deadline has passed. The reason is logged from another thread,
+/// waited for 50 ms at most: a log write blocked on a full pipe must not keep the process
+/// (and its workers) running past the deadline.
+fn exit_leadership_lost() -> ! {
+    let (logged, wait) = std::sync::mpsc::channel();
+    let _ = std::thread::Builder::new().name("lease-watchdog-log".into()).spawn(move || {
+        tracing::error!(
+            "leaderelection lost: the lease was not renewed within the renew deadline; exiting before another replica may take over"
+        );
+        let _ = logged.send(());
+    });
+    let _ = wait.recv_timeout(Duration::from_millis(50));
+    std::process::exit(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_server::{Reply, Script, failure_reply};
+
+    /// The Lease `kube-gc` as the server answers it: held by `holder`, renewed at `renewed`.
+    fn lease_json(holder: &str, renewed: &str, rv: u32) -> Reply {
+        Reply::json(
+            200,
+            format!(
+                r#"{{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"kube-gc","namespace":"kube-system","resourceVersion":"{rv}"}},"spec":{{"holderIdentity":"{holder}","leaseDurationSeconds":15,"renewTime":"{renewed}"}}}}"#
+            ),
+            false,
+        )
+    }
+
+    /// A holder of the lease over `script`, as `acquire` would leave it (without the watchdog,
+    /// which would end the test process).
+    fn holder(script: &Script) -> Leadership {
+        let client = Client::new(script.clone(), "default");
+        let config = LeaseConfig {
+            namespace: "kube-system".into(),
+            name: "kube-gc".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        };
+        Leadership {
+            api: Api::namespaced(client, "kube-system"),
+            config,
+            observed: Observed::default(),
+            last_start: tokio::time::Instant::now(),
+            watchdog: None,
+        }
+    }
+
+    /// A renewal refused with 409 (the Lease changed between its read and its write: an earlier
+    /// renewal's write landing late, a label edited) is retried; the holder gives up only once
+    /// a read shows another holder. It used to give up, and the process to exit, at the 409.
+    #[tokio::test(start_paused = true)]
+    async fn a_conflicting_renewal_is_retried_and_only_another_holder_ends_it() {
+        let script = Script::new(vec![
+            lease_json("me", "2026-01-01T00:00:00.000000Z", 1),
+            failure_reply(409),
+            lease_json("me", "2026-01-01T00:00:01.000000Z", 2),
+            lease_json("me", "2026-01-01T00:00:04.000000Z", 3),
+            lease_json("other", "2026-01-01T00:00:05.000000Z", 4),
+        ]);
+        holder(&script).hold().await;
+        // Read, write (409); read, write (stored); read: another holder.
+        assert_eq!(script.requests().len(), 5, "{:?}", script.requests());
+    }
+
+    /// The fence moves forward with each renewal's start, never back.
+    #[test]
+    fn the_fence_counts_from_the_latest_renewal_start() {
+        let start = std::time::Instant::now();
+        let fence = Fence {
+            last_start: std::sync::Arc::new(std::sync::Mutex::new(start)),
+            renew_deadline: Duration::from_secs(10),
+        };
+        let watchdog = Watchdog { fence: fence.clone() };
+        assert_eq!(fence.deadline(), start + Duration::from_secs(10));
+        watchdog.renewed(start + Duration::from_secs(3));
+        watchdog.renewed(start + Duration::from_secs(1));
+        assert_eq!(fence.deadline(), start + Duration::from_secs(13));
+    }
 
     fn lease(holder: &str, renew_time: &str, duration: i32) -> Lease {
         Lease {

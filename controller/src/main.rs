@@ -88,30 +88,22 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     // for the lease passes its liveness probe, as kube-controller-manager's does; nothing is
     // watched nor collected before `run`.
     let controller = Controller::start(flags, client.clone()).await?;
-    let mut lost = None;
     if let Some(lease) = lease {
         let metrics = controller.metrics.clone();
         metrics.set_leader(&lease.name, false);
         let name = lease.name.clone();
         let leadership = Leadership::acquire(client, lease).await;
         metrics.set_leader(&name, true);
-        lost = Some(tokio::spawn(leadership.hold()));
+        tokio::spawn(async move {
+            leadership.hold().await;
+            // As kube-controller-manager: losing the lease ends the process, so that two
+            // collectors never act at once; at once, whatever the controller is doing (it may
+            // be in an initial sync that does not look at its stop signal).
+            tracing::error!("leaderelection lost");
+            std::process::exit(1);
+        });
     }
-    let stop = async move {
-        match lost {
-            Some(lost) => tokio::select! {
-                _ = shutdown_signal() => {}
-                _ = lost => {
-                    // As kube-controller-manager: losing the lease ends the process, so that
-                    // two collectors never act at once.
-                    tracing::error!("leaderelection lost");
-                    std::process::exit(1);
-                }
-            },
-            None => shutdown_signal().await,
-        }
-    };
-    controller.run(stop).await;
+    controller.run(shutdown_signal()).await;
     Ok(())
 }
 
