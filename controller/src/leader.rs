@@ -220,8 +220,13 @@ impl Leadership {
     /// doing, once the renew deadline has passed since the start of the last successful
     /// renewal.
     pub async fn hold(mut self) {
+        // The first renewal at once, as client-go's renew loop polls immediately: an
+        // acquisition whose answer came late leaves less than a retry period to the deadline.
+        let mut first = true;
         loop {
-            tokio::time::sleep(self.config.retry_period).await;
+            if !std::mem::take(&mut first) {
+                tokio::time::sleep(self.config.retry_period).await;
+            }
             let started = tokio::time::Instant::now();
             let left =
                 (self.last_start + self.config.renew_deadline).saturating_duration_since(started);
@@ -273,14 +278,44 @@ impl Fence {
 
 /// The fence of the lease this process holds, once it holds one.
 static FENCE: std::sync::OnceLock<Fence> = std::sync::OnceLock::new();
+/// This process runs under leader election ([`elect`]): no write before it leads.
+static ELECTED_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// This process has lost its lease ([`exit_lost`]): no write any more.
+static LOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Declares that this process writes only while it leads: until [`Leadership::acquire`]
+/// returns, [`may_write`] says no.
+pub fn elect() {
+    ELECTED_ONLY.store(true, std::sync::atomic::Ordering::SeqCst);
+}
 
 /// Whether this process may still write to the cluster: always without leader election;
-/// with it, only before the renew deadline has passed since the start of the last successful
-/// renewal. The collector's PATCHes and DELETEs ask just before they are sent, so that a
-/// worker that waited (for its rate limit, or a paused process woken up) does not write past
-/// the moment a standby may take over, in the milliseconds before the watchdog exits.
+/// with it, only once it leads, before the renew deadline has passed since the start of the
+/// last successful renewal, and never once the lease was lost. The collector's PATCHes and
+/// DELETEs ask just before they are sent, so that a worker that waited (for its rate limit,
+/// or a paused process woken up) does not write past the moment a standby may take over, in
+/// the milliseconds before the process exits.
 pub fn may_write() -> bool {
-    FENCE.get().is_none_or(|fence| std::time::Instant::now() < fence.deadline())
+    let lost = LOST.load(std::sync::atomic::Ordering::SeqCst);
+    let elected_only = ELECTED_ONLY.load(std::sync::atomic::Ordering::SeqCst);
+    allows(FENCE.get(), elected_only, lost, std::time::Instant::now())
+}
+
+/// [`may_write`]'s rule, for a `fence` (if the lease is held) at `now`.
+fn allows(fence: Option<&Fence>, elected_only: bool, lost: bool, now: std::time::Instant) -> bool {
+    !lost
+        && match fence {
+            Some(fence) => now < fence.deadline(),
+            None => !elected_only,
+        }
+}
+
+/// Ends the process because the lease was lost (another holder, or the renew deadline passed
+/// while renewing): writes stop first ([`may_write`]), then the reason is logged, waited for
+/// 50 ms at most, and the process exits.
+pub fn exit_lost(reason: &'static str) -> ! {
+    LOST.store(true, std::sync::atomic::Ordering::SeqCst);
+    exit_logging(reason)
 }
 
 /// Exits the process once `renew_deadline` has passed since the start of the last successful
@@ -306,13 +341,15 @@ impl Watchdog {
                     let deadline = watched.deadline();
                     let now = std::time::Instant::now();
                     if now >= deadline {
-                        exit_leadership_lost();
+                        exit_lost(
+                            "leaderelection lost: the lease was not renewed within the renew deadline; exiting before another replica may take over",
+                        );
                     }
                     std::thread::sleep((deadline - now).min(Duration::from_millis(100)));
                 }
             })
             .expect("spawn the lease watchdog thread");
-        let _ = FENCE.set(fence.clone());
+        FENCE.set(fence.clone()).expect("one lease a process");
         Watchdog { fence }
     }
 
@@ -323,15 +360,12 @@ impl Watchdog {
     }
 }
 
-/// Exits the process: the renew deadline has passed. The reason is logged from another thread,
-/// waited for 50 ms at most: a log write blocked on a full pipe must not keep the process
-/// (and its workers) running past the deadline.
-fn exit_leadership_lost() -> ! {
+/// Exits the process after logging `reason` from another thread, waited for 50 ms at most: a
+/// log write blocked on a full pipe must not keep the process (and its workers) running.
+fn exit_logging(reason: &'static str) -> ! {
     let (logged, wait) = std::sync::mpsc::channel();
-    let _ = std::thread::Builder::new().name("lease-watchdog-log".into()).spawn(move || {
-        tracing::error!(
-            "leaderelection lost: the lease was not renewed within the renew deadline; exiting before another replica may take over"
-        );
+    let _ = std::thread::Builder::new().name("lease-lost-log".into()).spawn(move || {
+        tracing::error!("{reason}");
         let _ = logged.send(());
     });
     let _ = wait.recv_timeout(Duration::from_millis(50));
@@ -390,6 +424,23 @@ mod tests {
         holder(&script).hold().await;
         // Read, write (409); read, write (stored); read: another holder.
         assert_eq!(script.requests().len(), 5, "{:?}", script.requests());
+    }
+
+    /// No write before the lease is held under leader election, none past the renew deadline,
+    /// none once the lease is lost; without leader election, always.
+    #[test]
+    fn writes_are_allowed_only_while_the_lease_holds() {
+        let start = std::time::Instant::now();
+        let fence = Fence {
+            last_start: std::sync::Arc::new(std::sync::Mutex::new(start)),
+            renew_deadline: Duration::from_secs(10),
+        };
+        let at = |s: u64| start + Duration::from_secs(s);
+        assert!(allows(None, false, false, at(0)), "no leader election");
+        assert!(!allows(None, true, false, at(0)), "not leading yet");
+        assert!(allows(Some(&fence), true, false, at(9)));
+        assert!(!allows(Some(&fence), true, false, at(10)), "past the renew deadline");
+        assert!(!allows(Some(&fence), true, true, at(1)), "lost");
     }
 
     /// The fence moves forward with each renewal's start, never back.

@@ -84,6 +84,10 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
             retry_period: flags.leader_elect_retry_period,
         }
     });
+    if lease.is_some() {
+        // No write before this process leads.
+        kube_gc::leader::elect();
+    }
     // Serves /healthz (and /readyz: 503 until synced) from the start, so that a standby waiting
     // for the lease passes its liveness probe, as kube-controller-manager's does; nothing is
     // watched nor collected before `run`.
@@ -98,9 +102,8 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
             leadership.hold().await;
             // As kube-controller-manager: losing the lease ends the process, so that two
             // collectors never act at once; at once, whatever the controller is doing (it may
-            // be in an initial sync that does not look at its stop signal).
-            tracing::error!("leaderelection lost");
-            std::process::exit(1);
+            // be in an initial sync that does not look at its stop signal), writes first.
+            kube_gc::leader::exit_lost("leaderelection lost");
         });
     }
     controller.run(shutdown_signal()).await;
