@@ -809,8 +809,9 @@ fn json_merge_fallback_on_unsupported_media_type_for_a_custom_resource() {
 
 /// Orphaning a custom resource's dependent falls back to a JSON merge patch built from a live
 /// GET by name. When that name now holds another object (the dependent the graph knows was
-/// deleted and created again, naming the same owner), the object the patch was for is gone:
-/// the successor, which the graph has not shown yet, is left as it is (upstream would patch it).
+/// deleted and created again, naming the same owner), the patch is not sent to the successor,
+/// and the orphaning is not done either: it is retried, and once the graph holds the
+/// successor, the successor is orphaned as a dependent of its own (its reference removed).
 #[test]
 fn a_json_merge_fallback_never_lands_on_a_successor_of_the_same_name() {
     let mut env = Env::new();
@@ -834,6 +835,17 @@ fn a_json_merge_fallback_never_lands_on_a_successor_of_the_same_name() {
     assert_eq!(merges, 0, "{calls:#?}");
     let successor = env.cluster.object(&w, "ns1", "child").unwrap();
     assert_eq!((successor.uid.as_str(), successor.owner_references.len()), ("cu2", 1));
+    let parent = env.cluster.object(&w, "ns1", "parent").expect("the orphaning waits");
+    assert_eq!(parent.finalizers, ["orphan"]);
+    // The graph shows the old child's delete and the successor; the orphaning is tried again.
+    let old = object(&w, "child", "cu", owned());
+    env.observe(EventType::Delete, &w, old);
+    let successor = env.cluster.object(&w, "ns1", "child").unwrap();
+    env.observe(EventType::Add, &w, successor);
+    assert!(block_on(env.gc.process_attempt_to_orphan_worker()));
+    let successor = env.cluster.object(&w, "ns1", "child").expect("orphaned, kept");
+    assert!(successor.owner_references.is_empty(), "{successor:?}");
+    assert!(env.cluster.object(&w, "ns1", "parent").is_none(), "the orphaning finished");
 }
 
 #[test]

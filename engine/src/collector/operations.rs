@@ -93,10 +93,16 @@ impl<C: Cluster> Collector<C> {
                     Some(v) => v.meta,
                     None => {
                         read = self.cluster.get(&resource, &namespace, &identity.name).await?;
-                        // Another object under the name: the one this patch was for is gone
-                        // (upstream would patch the successor; fewer writes).
+                        // Another object under the name: the one this patch was for is gone,
+                        // and the successor, which the graph has not shown yet, may be a
+                        // dependent too. Not written now (upstream would patch it, on a body
+                        // built from it): a conflict, so that the orphaning is tried again once
+                        // the graph holds the successor, and patches it as its own dependent.
                         if read.uid != identity.uid.to_string() {
-                            return Err(ClusterError::NotFound);
+                            return Err(ClusterError::Conflict(format!(
+                                "{identity}: the name holds another object now ({})",
+                                read.uid
+                            )));
                         }
                         &read
                     }
