@@ -229,13 +229,21 @@ fn lean_meta(m: Option<messages::LeanObjectMeta>) -> ObjectMeta {
     }
 }
 
-/// A decoded text field as a `String`: as it is when UTF-8 (no copy), else with each invalid
-/// sequence replaced by U+FFFD, as the API server's JSON encoder writes it (see
-/// [`messages::LeanObjectMeta`]).
+/// A decoded text field as a `String`: as it is when UTF-8 (no copy), else with each byte of
+/// an invalid sequence replaced by U+FFFD, as the API server's JSON encoder (Go's
+/// `encoding/json`) writes it (see [`messages::LeanObjectMeta`]).
 fn text(bytes: Option<Vec<u8>>) -> String {
     match String::from_utf8(bytes.unwrap_or_default()) {
         Ok(text) => text,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        Err(e) => {
+            let bytes = e.into_bytes();
+            let mut text = String::with_capacity(bytes.len() + 8);
+            for chunk in bytes.utf8_chunks() {
+                text.push_str(chunk.valid());
+                text.extend(chunk.invalid().iter().map(|_| char::REPLACEMENT_CHARACTER));
+            }
+            text
+        }
     }
 }
 

@@ -256,10 +256,12 @@ fn text_that_is_not_utf8_decodes_as_the_servers_json_shows_it() {
             controller: None,
             block_owner_deletion: None,
         }],
-        finalizers: vec!["x/@@".into()],
+        finalizers: vec!["x/##".into()],
         ..Default::default()
     };
-    let bad = [0xFF, 0xFE];
+    // A sequence cut short, and two bytes that start none: one U+FFFD a byte, as Go writes.
+    let (cut, stray) = ([0xE2, 0x82], [0xFF, 0xFE]);
+    let damaged = |bytes: Vec<u8>| replaced(replaced(bytes, b"@@", &cut), b"##", &stray);
     let check = |m: &crate::ObjectMeta| {
         assert_eq!(m.owner_references[0].name, "rs-\u{FFFD}\u{FFFD}");
         assert_eq!(m.finalizers, ["x/\u{FFFD}\u{FFFD}"]);
@@ -270,7 +272,7 @@ fn text_that_is_not_utf8_decodes_as_the_servers_json_shows_it() {
         metadata: Some(ListMeta { resource_version: Some("7".into()), ..Default::default() }),
         items: vec![object.clone()],
     });
-    let list = replaced(list, b"@@", &bad);
+    let list = damaged(list);
     let OrStatus::Ok(page) = decode_list(Bytes::from(list.clone())).expect("a page") else {
         panic!("a Status")
     };
@@ -280,7 +282,7 @@ fn text_that_is_not_utf8_decodes_as_the_servers_json_shows_it() {
         WatchEventType::Added,
         enveloped("meta.k8s.io/v1", "PartialObjectMetadata", &object),
     );
-    let event = replaced(event, b"@@", &bad);
+    let event = damaged(event);
     let mut reader = FrameReader::new();
     reader.push(&event);
     let decoded = decode_watch_event(reader.next_frame().unwrap().unwrap()).expect("an event");
