@@ -659,6 +659,12 @@ mod tests {
             "--concurrent-gc-syncs=4",
         ]);
         assert_eq!((f.leader_elect_resource_name.as_str(), f.concurrent_gc_syncs), ("b", 4));
+        let f = Flags::parse_from([
+            "kube-gc",
+            "--gc-ignored-resources=events",
+            "--gc-ignored-resources=leases.coordination.k8s.io",
+        ]);
+        assert_eq!(f.gc_ignored_resources, ["events", "leases.coordination.k8s.io"]);
     }
 
     #[test]

@@ -61,8 +61,8 @@ pub struct KubeCluster {
 /// How long a GET, LIST page, PATCH or DELETE may wait for the server's answer before it
 /// fails (the item is then retried, and a write whose outcome was lost is decided again from a
 /// live read). Without it a half-open connection (an API server failing over, a NAT entry
-/// dropped) would hold a worker, and every worker sharing its owner lookup, until the kernel
-/// gave up on the connection; client-go finds such connections with HTTP/2 pings instead. A
+/// dropped) would hold a worker (or a proof round) until the kernel gave up on the
+/// connection; client-go finds such connections with HTTP/2 pings instead. A
 /// page of a proof list (500 objects' metadata) takes milliseconds.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -220,7 +220,9 @@ fn fenced(verb: &str) -> Result<(), ClusterError> {
 /// An object the server answered a call on `name` with, if it is one: a body without a uid,
 /// or another object's, is a server (or proxy) out of contract, never an answer about `name`
 /// (taken as one, its empty uid would say the object asked for is gone). Upstream's client
-/// refuses bodies that look like no object's metadata (`isLikelyObjectMetadata`).
+/// refuses only bodies with none of uid, name, creationTimestamp and generateName
+/// (`isLikelyObjectMetadata`), and takes a name without a uid for another object, so the owner
+/// for absent; kube-gc retries instead (fewer writes; README, departures).
 fn answer_about(name: &str, object: LeanObject) -> Result<ObjectMeta, ClusterError> {
     let meta = object.into_meta();
     if meta.uid.is_empty() || meta.name != name {

@@ -298,8 +298,9 @@ impl Controller {
             self.metrics.resources_sync_errors.inc();
             return false;
         }
-        self.cluster.set_mapper(found.mapper.clone());
+        // Aggregated first: a resource the new mapping brings is then judged by the new set.
         self.cluster.set_aggregated(found.aggregated.clone());
+        self.cluster.set_mapper(found.mapper.clone());
         if self.sync_watchers(&found) {
             self.collector.begin_warm_up();
         }
