@@ -80,8 +80,8 @@ pub struct OwnerReference {
 /// Its text fields are bytes, not protobuf `string`s: the API server does not check that what
 /// a client wrote there is UTF-8 (Go's decoder does not), and prost refuses a `string` that is
 /// not, so one object with a stray byte in an owner reference would fail every list and watch
-/// of its resource for ever. [`crate::lean_meta`] reads them as UTF-8, replacing what is not
-/// with U+FFFD, as the server's JSON encoder does for the same object.
+/// of its resource for ever. The decoders (`lean_meta` in `lib.rs`) read them as UTF-8, with
+/// U+FFFD for each byte that is not, as the server's JSON encoder writes the same object.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct LeanObjectMeta {
     /// `metadata.name`.
