@@ -506,6 +506,7 @@ mod tests {
         for class in [RequestClass::Read, RequestClass::ObjectWrite] {
             let p = inj.plan(class, "pods", "p");
             assert!(p.latency.is_none() && p.reject.is_none() && p.watch.is_none());
+            assert!(p.lose_answer.is_none());
         }
         assert_eq!(inj.counts().total(), 0);
     }
@@ -525,8 +526,14 @@ mod tests {
                 1 => RequestClass::Watch { from_version: i % 2 == 0 },
                 _ => RequestClass::ObjectWrite,
             };
-            if let Some(WatchFault::Drop { .. }) = inj.plan(class, "pods", "p").watch {
+            let plan = inj.plan(class, "pods", "p");
+            // The handlers count a dropped watch and a lost answer once they happen.
+            if let Some(WatchFault::Drop { .. }) = plan.watch {
                 inj.count(FaultKind::WatchDropped);
+            }
+            if plan.lose_answer.is_some() {
+                assert_eq!(class, RequestClass::ObjectWrite, "only a write's answer is lost");
+                inj.count(FaultKind::AnswerLost);
             }
             // Watch delays are drawn per event, not per request.
             if let Some(d) = inj.watch_delay() {
