@@ -338,9 +338,15 @@ impl Stall {
         })
     }
 
-    /// Creates the CRD (group `<tag><suffix>.stall.e2e.kube-gc.io`, kind `Stall`) and checks
-    /// that `v2` cannot be listed.
+    /// Creates the CRD (group `<tag><suffix>.stall.e2e.kube-gc.io`, kind `Stall`), serving
+    /// `v1` and `v2`, and waits until it is Established. `v2` stalls (cannot be listed) once
+    /// an object is stored: see [`Stall::check_stalls`].
     async fn create(cx: &Ctx<'_>, tag: &str) -> anyhow::Result<Stall> {
+        Stall::create_serving(cx, tag, &["v1", "v2"]).await
+    }
+
+    /// As [`Stall::create`], serving only `versions`.
+    async fn create_serving(cx: &Ctx<'_>, tag: &str, versions: &[&str]) -> anyhow::Result<Stall> {
         let group = format!("{tag}{}.stall.e2e.kube-gc.io", cx.suffix);
         let name = format!("stalls.{group}");
         let crd: DynamicObject = serde_json::from_value(json!({
@@ -351,7 +357,7 @@ impl Stall {
                 "group": group,
                 "scope": "Namespaced",
                 "names": {"plural": "stalls", "singular": "stall", "kind": "Stall", "listKind": "StallList"},
-                "versions": [Stall::version("v1"), Stall::version("v2")],
+                "versions": versions.iter().map(|v| Stall::version(v)).collect::<Vec<_>>(),
                 "conversion": {"strategy": "Webhook", "webhook": {
                     "conversionReviewVersions": ["v1"],
                     "clientConfig": {"service": {"namespace": "default", "name": "e2e-no-such-service", "path": "/convert"}}
@@ -386,6 +392,30 @@ impl Stall {
         match api.list(&ListParams::default()).await {
             Err(kube::Error::Api(e)) if e.code >= 500 => Ok(()),
             other => bail!("listing {}/v2 should fail on conversion, got {other:?}", self.group),
+        }
+    }
+
+    /// Serves `v2` beside `v1` (discovery then prefers `v2`): a CRD created by
+    /// [`Stall::create_serving`] with `v1` only, whose objects are already stored, stalls from
+    /// the moment a client sees `v2`.
+    async fn serve_v2(&self, cx: &Ctx<'_>) -> anyhow::Result<()> {
+        let patch = json!({"spec": {"versions": [Stall::version("v1"), Stall::version("v2")]}});
+        Stall::api(cx)
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("serve v2 of CRD {}", self.name))?;
+        // The apiserver serves the new version a moment after the patch.
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(cx.client.clone(), &cx.ns, &self.kind("v2").ar);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match api.list(&ListParams::default()).await {
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    ensure!(Instant::now() < deadline, "{}/v2 still not served", self.group);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                _ => return Ok(()),
+            }
         }
     }
 
@@ -543,10 +573,13 @@ where
 /// holds those decisions for `--initial-sync-timeout` only (5 s here), then kube-gc proceeds as
 /// upstream >= v1.32 does: each case completes within its usual time, and nothing live is
 /// deleted.
+///
+/// The CRD first serves `v1` only, and `v2` once its object is stored: had it served `v2` from
+/// the start, kube-gc could list the (then empty) `v2` before the object existed and sync it.
 pub async fn unlistable_crd_added_while_running(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
     cx.collector.stop()?;
     cx.collector.start(&["--initial-sync-timeout=5s"])?;
-    let stall = Stall::create(cx, "w").await?;
+    let stall = Stall::create_serving(cx, "w", &["v1"]).await?;
     let result = unlistable_crd_cases(cx, &stall).await;
     let removed = stall.remove(cx).await;
     ensure!(cx.collector.is_running(), "kube-gc exited:\n{}", cx.collector.log_tail(30));
@@ -558,11 +591,16 @@ pub async fn unlistable_crd_added_while_running(cx: &mut Ctx<'_>) -> anyhow::Res
 
 async fn unlistable_crd_cases(cx: &mut Ctx<'_>, stall: &Stall) -> anyhow::Result<()> {
     cx.create("stall-owner", stall.kind("v1"), json!({})).await?;
+    stall.serve_v2(cx).await?;
     stall.check_stalls(cx).await?;
-    // Re-discovery (every 2 s here) starts the stalled resource's watcher.
+    // Re-discovery (every 2 s here, and on the CRD's change) replaces the `v1` watcher by a
+    // `v2` one, whose list fails.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !cx.collector.log_since_start().contains(&format!("stalls.{}", stall.group)) {
-        ensure!(Instant::now() < deadline, "kube-gc never discovered {}", stall.group);
+    let resource = format!("stalls.{}", stall.group);
+    let list_failed =
+        |log: &str| log.lines().any(|l| l.contains("list failed") && l.contains(&resource));
+    while !list_failed(&cx.collector.log_since_start()) {
+        ensure!(Instant::now() < deadline, "kube-gc never failed to list {resource} at v2");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     const RC: &str = "ReplicationController";
