@@ -190,3 +190,32 @@ fn forgetting_a_run_spares_later_runs() {
     builder.ingest(vec![batch(RS, 3, vec![Notification::ListStarted, Notification::ListDone])]);
     assert_eq!(graph.len(), 1);
 }
+
+/// A batch of a stopped run that arrives after the run was forgotten (its task was still
+/// sending when it was stopped) still applies, but makes no store: a store no watcher feeds
+/// would stay behind, and hold orphanings and foreground deletions, until the catch-up timeout.
+#[test]
+fn a_late_batch_of_a_forgotten_run_makes_no_store() {
+    let (graph, mut builder) = builder();
+    let list = vec![Notification::ListStarted, Notification::Listed(meta(1, None))];
+    builder.ingest(vec![batch(RS, 1, list)]);
+    builder.forget(&source(RS, 1));
+    // The rest of its list, and a broken watch: a synced run that fell behind, had it a store.
+    let late = vec![Notification::ListDone, Notification::Resumed, Notification::Interrupted];
+    let done = builder.ingest(vec![batch(RS, 1, late)]);
+    assert!(done.listed.is_empty(), "a forgotten run's list is no run's sync");
+    assert!(builder.collector().watchers_behind().is_empty(), "a forgotten run holds nothing");
+    let late = vec![Notification::Applied(meta(2, None))];
+    assert_eq!(builder.ingest(vec![batch(RS, 1, late)]).applied, 1, "its events still apply");
+    assert_eq!(graph.len(), 2);
+    // A later run makes its store as before, and falls behind as before.
+    let run2 = vec![
+        Notification::ListStarted,
+        Notification::ListDone,
+        Notification::Resumed,
+        Notification::Interrupted,
+    ];
+    assert_eq!(builder.ingest(vec![batch(RS, 2, run2)]).listed, [source(RS, 2)]);
+    let behind = builder.collector().watchers_behind();
+    assert_eq!(behind.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), [RS]);
+}

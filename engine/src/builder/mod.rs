@@ -79,6 +79,10 @@ pub struct GraphBuilder<C> {
     collector: Arc<Collector<C>>,
     graph_changes: Arc<GraphChanges>,
     stores: HashMap<String, (u64, ResourceStore)>,
+    /// Per resource, the latest watcher run stopped for good: a batch of that run or an
+    /// earlier one, arriving after its store was dropped, must not make a store again (one
+    /// no watcher feeds any more, which could stay "behind" and hold decisions).
+    stopped: HashMap<String, u64>,
     /// The events of the batch being built, kept between batches (see [`RETAINED_EVENTS`]).
     events: Vec<Event>,
     /// The buffer of the batch before, while the ingester's pool clears it (see
@@ -119,6 +123,7 @@ impl<C: Cluster> GraphBuilder<C> {
             collector,
             graph_changes,
             stores: HashMap::new(),
+            stopped: HashMap::new(),
             events: Vec::new(),
             clearing: None,
         }
@@ -134,8 +139,10 @@ impl<C: Cluster> GraphBuilder<C> {
         let mut lag_changes = Vec::new();
         for batch in batches {
             let WatchBatch { source, notifications } = batch;
-            let current =
-                self.stores.get(&source.resource).is_none_or(|(g, _)| *g <= source.generation);
+            let current = match self.stores.get(&source.resource) {
+                Some((g, _)) => *g <= source.generation,
+                None => self.stopped.get(&source.resource).is_none_or(|g| *g < source.generation),
+            };
             let mut throwaway;
             let mut was_behind = false;
             let store = if current {
@@ -228,6 +235,8 @@ impl<C: Cluster> GraphBuilder<C> {
 
     /// Drops the store of `source`, a watcher run stopped for good (not a later run's).
     pub fn forget(&mut self, source: &WatchSource) {
+        let stopped = self.stopped.entry(source.resource.clone()).or_default();
+        *stopped = (*stopped).max(source.generation);
         if self.stores.get(&source.resource).is_some_and(|(g, _)| *g <= source.generation) {
             self.stores.remove(&source.resource);
             self.collector.note_unlisted(source.object_type);
