@@ -13,7 +13,7 @@ use futures::FutureExt;
 use kube::Client;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::Resource;
-use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
+use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits, panic_message};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::queue::WorkQueue;
 use kube_gc_engine::{Graph, GraphBuilder, GraphChanges, Ingester, WatchSource};
@@ -26,7 +26,7 @@ use crate::flags::Flags;
 use crate::http::DebugState;
 use crate::kube_cluster::KubeCluster;
 use crate::metrics::Metrics;
-use crate::watchers::{WatcherOptions, run_watcher};
+use crate::watchers::{WatcherOptions, run_watcher, supervise};
 
 /// Which watchers have delivered their initial list into the graph, and whether discovery is
 /// behind the CustomResourceDefinitions seen.
@@ -326,14 +326,19 @@ impl Controller {
                 let (resource, handle, _) = self.watchers.remove(&key).expect("present");
                 handle.abort();
                 // Behind the watcher's last batches: the graph builder drops its store (not a
-                // later run's, should the resource come back meanwhile).
+                // later run's, should the resource come back meanwhile). Sent once the task has
+                // ended: an abort takes effect at the task's next await, and a batch it was
+                // sending meanwhile must not come after this.
                 let stopped = WatchSource {
                     resource: key.clone(),
                     object_type: resource.object_type(),
                     generation: self.sync.forget(&key),
                 };
                 let tx = self.tx.clone();
-                tokio::spawn(async move { tx.send(WatcherMsg::Stopped(stopped)).await });
+                tokio::spawn(async move {
+                    let _ = handle.await;
+                    tx.send(WatcherMsg::Stopped(stopped)).await
+                });
                 removed.push(key);
             }
         }
@@ -348,18 +353,21 @@ impl Controller {
             };
             self.next_generation += 1;
             self.sync.start(&source);
-            let handle = tokio::spawn(run_watcher(
-                self.client.clone(),
-                resource.clone(),
-                source,
-                self.tx.clone(),
-                self.metrics.clone(),
-                WatcherOptions {
-                    batch_size: self.flags.batch_size as usize,
-                    list_from_watch_cache: self.flags.list_from_watch_cache,
-                    content_type: self.flags.kube_api_content_type,
-                },
-            ));
+            let options = WatcherOptions {
+                batch_size: self.flags.batch_size as usize,
+                list_from_watch_cache: self.flags.list_from_watch_cache,
+                content_type: self.flags.kube_api_content_type,
+            };
+            let (client, tx, metrics) =
+                (self.client.clone(), self.tx.clone(), self.metrics.clone());
+            let watched = resource.clone();
+            let handle = tokio::spawn(async move {
+                let run = |options| {
+                    let (client, resource, tx) = (client.clone(), watched.clone(), tx.clone());
+                    run_watcher(client, resource, source.clone(), tx, metrics.clone(), options)
+                };
+                supervise(source.clone(), tx.clone(), &metrics, options, run).await
+            });
             self.watchers.insert(key.clone(), (resource, handle, tokio::time::Instant::now()));
             added.push(key);
         }
@@ -506,7 +514,10 @@ impl Controller {
             }
             Ok(_) => {}
             Err(panic) => {
-                tracing::error!(?panic, "garbage collector sync panicked; retrying next period");
+                tracing::error!(
+                    panic = panic_message(&panic),
+                    "garbage collector sync panicked; retrying next period"
+                );
                 self.metrics.resources_sync_errors.inc();
                 return;
             }
@@ -553,7 +564,12 @@ async fn proof_loop(collector: Arc<Collector<KubeCluster>>) {
                     tracing::debug!(?round, "absence proofs");
                 }
                 Ok(_) => {}
-                Err(panic) => tracing::error!(?panic, "a round of absence proofs panicked"),
+                Err(panic) => {
+                    tracing::error!(
+                        panic = panic_message(&panic),
+                        "a round of absence proofs panicked"
+                    )
+                }
             }
         }
         tokio::time::sleep(PROOF_TICK).await;

@@ -588,5 +588,8 @@ impl StreamDecoder {
     }
 }
 
+mod supervisor;
+pub use supervisor::supervise;
+
 #[cfg(test)]
 mod tests;

@@ -529,7 +529,8 @@ impl<C: Cluster> Collector<C> {
     }
 }
 
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+/// The message of a caught panic (its payload, when a string), for a log line.
+pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
