@@ -6,7 +6,6 @@
 //! snapshot taken at the first page, as etcd's), with the graph fed by the `Ingester`.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::task::Poll;
 use std::time::Duration;
 
 use futures::executor::block_on;
@@ -18,17 +17,8 @@ use kube_gc_engine::{Event, EventType, Ingester, ObjectMeta, ObjectType, OwnerRe
 use kube_gc_testkit::{Call, MemoryCluster, Verb, resource};
 
 mod support;
-use support::Env;
+use support::{Env, pods, replicasets, uid, until};
 
-fn pods() -> Resource {
-    resource("v1", "pods", "Pod", true)
-}
-fn replicasets() -> Resource {
-    resource("apps/v1", "replicasets", "ReplicaSet", true)
-}
-fn uid(i: u32) -> String {
-    format!("00000000-0000-4000-8000-{i:012}")
-}
 fn rs_ref(i: u32) -> OwnerReference {
     OwnerReference {
         api_version: "apps/v1".into(),
@@ -68,16 +58,6 @@ fn options() -> CollectorOptions {
     }
 }
 
-/// The informer shows `m` (a Pod if it has owners, else a ReplicaSet).
-fn observe<C: Cluster>(env: &mut Env<C>, m: ObjectMeta) {
-    let ty = if m.owner_references.is_empty() {
-        ObjectType::new("apps/v1", "ReplicaSet")
-    } else {
-        ObjectType::new("v1", "Pod")
-    };
-    env.observe(EventType::Add, ty, m);
-}
-
 fn is_virtual<C: Cluster>(env: &Env<C>, owner: u32) -> bool {
     env.graph.node(Uid::parse(&uid(owner))).is_some_and(|n| n.is_virtual)
 }
@@ -111,7 +91,7 @@ fn one_list_proves_every_missing_owner_and_only_those() {
     let stored: Vec<ObjectMeta> = (1..=4).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
     let mut env = Env::new(cluster, options());
     for p in stored {
-        observe(&mut env, p);
+        env.observe_pod_or_replica_set(p);
     }
     env.drain_attempt_to_delete(10_000); // the four verifications are offered to the prover
     assert_eq!(env.collector.pending_proofs(), 4);
@@ -143,7 +123,7 @@ fn owners_served_by_an_aggregated_api_server_take_the_get() {
     let stored: Vec<ObjectMeta> = (1..=3).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
     let mut env = Env::new(cluster, options());
     for p in stored {
-        observe(&mut env, p);
+        env.observe_pod_or_replica_set(p);
     }
     env.drain_attempt_to_delete(10_000);
     assert_eq!(env.collector.pending_proofs(), 0, "nothing offered");
@@ -167,7 +147,7 @@ fn a_name_held_by_another_uid_proves_the_owner_absent() {
     cluster.create(&replicasets(), recreated).unwrap();
     let stored = create(&cluster, &pods(), pod(1, 7));
     let mut env = Env::new(cluster, options());
-    observe(&mut env, stored);
+    env.observe_pod_or_replica_set(stored);
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!(round.proven_absent, 1);
@@ -189,7 +169,7 @@ fn a_failed_list_leaves_its_owners_to_the_get() {
     );
     let mut env = Env::new(cluster, options());
     for p in stored {
-        observe(&mut env, p);
+        env.observe_pod_or_replica_set(p);
     }
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
@@ -203,7 +183,7 @@ fn a_failed_list_leaves_its_owners_to_the_get() {
 
     // A new virtual owner of that resource is not offered while it is left to the GETs.
     let late = create(&env.cluster, &pods(), pod(9, 9));
-    observe(&mut env, late);
+    env.observe_pod_or_replica_set(late);
     env.drain_attempt_to_delete(10_000);
     assert_eq!(env.collector.pending_proofs(), 0);
     assert!(env.cluster.object(&pods(), "ns1", "pod-9").is_none());
@@ -218,7 +198,7 @@ fn few_owners_of_a_large_resource_take_the_get() {
     // The ReplicaSets' watcher has listed 5,000 objects: 10 pages.
     env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 5_000);
     for p in stored {
-        observe(&mut env, p);
+        env.observe_pod_or_replica_set(p);
     }
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
@@ -240,7 +220,7 @@ fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
     let last = stored.pop().unwrap();
     let mut env = Env::new(cluster, CollectorOptions { early_collection: true, ..options() });
     for p in stored {
-        observe(&mut env, p);
+        env.observe_pod_or_replica_set(p);
     }
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(ProofWaits::default()));
@@ -252,7 +232,7 @@ fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
     env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 10);
     let round = block_on(env.collector.prove_absences(ProofWaits::default()));
     assert_eq!(round.lists, 0, "one short of {OWNERS_PER_PAGE} owners per page");
-    observe(&mut env, last);
+    env.observe_pod_or_replica_set(last);
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(ProofWaits::default()));
     assert_eq!((round.lists, round.proven_absent), (1, owners as usize));
@@ -261,7 +241,7 @@ fn during_warm_up_owners_wait_until_a_list_is_worth_it() {
     let more: Vec<ObjectMeta> =
         (101..101 + 2 * owners).map(|i| create(&env.cluster, &pods(), pod(i, i))).collect();
     for p in more {
-        observe(&mut env, p);
+        env.observe_pod_or_replica_set(p);
     }
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(ProofWaits::default()));
@@ -280,10 +260,10 @@ fn during_warm_up_owners_that_cannot_be_settled_are_not_looked_up() {
     let owner = create(&cluster, &replicasets(), rs(1));
     let stored = create(&cluster, &pods(), pod(1, 1));
     let mut env = Env::new(cluster, CollectorOptions { early_collection: true, ..options() });
-    observe(&mut env, stored);
+    env.observe_pod_or_replica_set(stored);
     env.drain_attempt_to_delete(10_000);
     assert_eq!(env.collector.pending_proofs(), 1);
-    observe(&mut env, owner);
+    env.observe_pod_or_replica_set(owner);
     for listed in [false, true] {
         if listed {
             env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 1);
@@ -318,9 +298,9 @@ fn a_warm_up_held_open_does_not_hold_the_owners() {
     let mut env = Env::new(cluster, CollectorOptions { early_collection: true, ..options() });
     env.collector.note_listed(ObjectType::new("apps/v1", "ReplicaSet"), 10);
     for p in stored {
-        observe(&mut env, p);
+        env.observe_pod_or_replica_set(p);
     }
-    observe(&mut env, widget_owned);
+    env.observe_pod_or_replica_set(widget_owned);
     env.drain_attempt_to_delete(10_000);
     assert_eq!(env.collector.pending_proofs(), 4);
     let held_open = ProofWaits { warm_up_max_wait: Duration::ZERO, ..ProofWaits::default() };
@@ -353,15 +333,7 @@ impl Cluster for GatedList {
     ) -> Result<ListPage, ClusterError> {
         self.pages.fetch_add(1, Ordering::SeqCst);
         if token.is_some() {
-            std::future::poll_fn(|cx| {
-                if self.go_on.load(Ordering::SeqCst) {
-                    Poll::Ready(())
-                } else {
-                    cx.waker().wake_by_ref();
-                    Poll::Pending
-                }
-            })
-            .await;
+            until(|| self.go_on.load(Ordering::SeqCst)).await;
         }
         let page = self.inner.list_page(r, token, limit).await;
         self.first_page_served.store(true, Ordering::SeqCst);
@@ -388,7 +360,7 @@ fn an_owner_offered_while_a_list_runs_waits_for_the_next_list() {
         pages: AtomicUsize::new(0),
     };
     let mut env = Env::new(gated, options());
-    observe(&mut env, pod(1, 1));
+    env.observe_pod_or_replica_set(pod(1, 1));
     env.drain_attempt_to_delete(10_000);
     assert_eq!(env.collector.pending_proofs(), 1);
 
@@ -396,15 +368,7 @@ fn an_owner_offered_while_a_list_runs_waits_for_the_next_list() {
     let cluster = env.cluster.clone();
     let late_owner = std::cell::Cell::new(None);
     let during_the_list = async {
-        std::future::poll_fn(|cx| {
-            if cluster.first_page_served.load(Ordering::SeqCst) {
-                Poll::Ready(())
-            } else {
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-        })
-        .await;
+        until(|| cluster.first_page_served.load(Ordering::SeqCst)).await;
         // After the snapshot: rs-2 is created, its Pod observed, its verification offered.
         cluster.inner.create(&replicasets(), rs(2)).unwrap();
         cluster.inner.create(&pods(), pod(2, 2)).unwrap();
@@ -445,10 +409,10 @@ fn owners_observed_since_they_were_offered_cost_no_list() {
     let owner = create(&cluster, &replicasets(), rs(1));
     let stored = create(&cluster, &pods(), pod(1, 1));
     let mut env = Env::new(cluster, options());
-    observe(&mut env, stored);
+    env.observe_pod_or_replica_set(stored);
     env.drain_attempt_to_delete(10_000);
     assert_eq!(env.collector.pending_proofs(), 1);
-    observe(&mut env, owner);
+    env.observe_pod_or_replica_set(owner);
     let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.lists, round.handed_back), (0, 1));
     env.drain_attempt_to_delete(10_000);
@@ -478,7 +442,7 @@ fn a_list_that_pages_for_ever_fails_and_its_owners_take_the_get() {
     let inner = cluster();
     let stored = create(&inner, &pods(), pod(1, 1));
     let mut env = Env::new(StuckPaging(inner), options());
-    observe(&mut env, stored);
+    env.observe_pod_or_replica_set(stored);
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.pages, round.proven_absent, round.handed_back), (2, 0, 1));

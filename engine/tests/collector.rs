@@ -24,9 +24,9 @@ use kube_gc_engine::{
 use kube_gc_testkit::MemoryCluster;
 use kube_gc_testkit::memory_cluster::{Verb, resource};
 
-fn pods() -> Resource {
-    resource("v1", "pods", "Pod", true)
-}
+mod support;
+use support::pods;
+
 fn nodes() -> Resource {
     resource("v1", "nodes", "Node", false)
 }

@@ -9,14 +9,8 @@ use kube_gc_engine::{EventType, ObjectMeta, ObjectReference, OwnerReference, Uid
 use kube_gc_testkit::{MemoryCluster, resource};
 
 mod support;
-use support::{Env, uid};
+use support::{Env, pods, replicasets, uid};
 
-fn pods() -> Resource {
-    resource("v1", "pods", "Pod", true)
-}
-fn replicasets() -> Resource {
-    resource("apps/v1", "replicasets", "ReplicaSet", true)
-}
 fn configmaps() -> Resource {
     resource("v1", "configmaps", "ConfigMap", true)
 }

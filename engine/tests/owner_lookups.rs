@@ -8,23 +8,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::task::Poll;
 
 use futures::executor::block_on;
 use kube_gc_engine::cluster::{Cluster, ClusterError, DeleteOptions, Resource};
 use kube_gc_engine::collector::CollectorOptions;
 use kube_gc_engine::{EventType, ObjectMeta, ObjectType, OwnerReference, Uid};
-use kube_gc_testkit::{MemoryCluster, Verb, resource};
+use kube_gc_testkit::{MemoryCluster, Verb};
 
 mod support;
-use support::{Env, uid};
-
-fn pods() -> Resource {
-    resource("v1", "pods", "Pod", true)
-}
-fn replicasets() -> Resource {
-    resource("apps/v1", "replicasets", "ReplicaSet", true)
-}
+use support::{Env, pods, replicasets, uid, until};
 
 /// ReplicaSet `web` with UID number `i`.
 fn web(i: u32) -> ObjectMeta {
@@ -57,19 +49,6 @@ struct HeldGet {
     release: AtomicBool,
 }
 
-/// Waits, polling, until `ready` holds.
-async fn until(ready: impl Fn() -> bool) {
-    std::future::poll_fn(|cx| {
-        if ready() {
-            Poll::Ready(())
-        } else {
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
-    .await
-}
-
 impl Cluster for HeldGet {
     support::forward_to!(inner: resource_for, consistent_lists, list_page, patch, delete, record_event);
     async fn get(&self, r: &Resource, ns: &str, name: &str) -> Result<ObjectMeta, ClusterError> {
@@ -79,15 +58,6 @@ impl Cluster for HeldGet {
         }
         answer
     }
-}
-
-fn observe<C: Cluster>(env: &mut Env<C>, m: ObjectMeta) {
-    let ty = if m.owner_references.is_empty() {
-        ObjectType::new("apps/v1", "ReplicaSet")
-    } else {
-        ObjectType::new("v1", "Pod")
-    };
-    env.observe(EventType::Add, ty, m);
 }
 
 /// ReplicaSet `web` is deleted and created again under the same name while one worker's GET
@@ -109,7 +79,7 @@ fn a_lookup_sent_before_the_owner_was_recreated_answers_no_other_worker() {
     for name in ["web", "old"] {
         let r = if name == "web" { replicasets() } else { pods() };
         let stored = env.cluster.inner.object(&r, "ns1", name).unwrap();
-        observe(&mut env, stored);
+        env.observe_pod_or_replica_set(stored);
     }
     // The old `web` goes; its delete event is not observed yet.
     block_on(env.cluster.inner.delete(&replicasets(), "ns1", "web", &DeleteOptions::default()))

@@ -14,19 +14,11 @@ use kube_gc_engine::collector::{CollectorOptions, Outcome};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::{EventType, ObjectMeta, ObjectType, OwnerReference};
 use kube_gc_testkit::MemoryCluster;
-use kube_gc_testkit::memory_cluster::resource;
 
 mod support;
-use support::Env;
+use support::{Env, pods, replicasets};
 
 const RS_UID: &str = "00000000-0000-4000-8000-0000000000aa";
-
-fn pods() -> Resource {
-    resource("v1", "pods", "Pod", true)
-}
-fn replicasets() -> Resource {
-    resource("apps/v1", "replicasets", "ReplicaSet", true)
-}
 
 fn rs_ref() -> OwnerReference {
     OwnerReference {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
 use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
-use kube_gc_engine::cluster::Cluster;
+use kube_gc_engine::cluster::{Cluster, Resource};
 use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, RateLimiterConfig, WorkQueue,
@@ -70,6 +70,16 @@ impl<C: Cluster> Env<C> {
         self.collector.apply_ingest_output(out);
     }
 
+    /// The informer shows `m` added: a Pod if it has owners, else a ReplicaSet.
+    pub fn observe_pod_or_replica_set(&mut self, m: ObjectMeta) {
+        let ty = if m.owner_references.is_empty() {
+            ObjectType::new("apps/v1", "ReplicaSet")
+        } else {
+            ObjectType::new("v1", "Pod")
+        };
+        self.observe(EventType::Add, ty, m);
+    }
+
     /// Feeds pending virtual delete events back into the graph.
     pub fn apply_graph_changes(&mut self) {
         let events = self.changes.drain(usize::MAX);
@@ -109,6 +119,30 @@ impl<C: Cluster> Env<C> {
 }
 
 /// The test UUID numbered `i`.
+/// The Pod resource (`v1`, namespaced).
+pub fn pods() -> Resource {
+    kube_gc_testkit::resource("v1", "pods", "Pod", true)
+}
+
+/// The ReplicaSet resource (`apps/v1`, namespaced).
+pub fn replicasets() -> Resource {
+    kube_gc_testkit::resource("apps/v1", "replicasets", "ReplicaSet", true)
+}
+
+/// Waits, polling (waking itself at once), until `ready` holds: for a test's cluster that
+/// holds an answer back until the test lets it go.
+pub async fn until(ready: impl Fn() -> bool) {
+    std::future::poll_fn(|cx| {
+        if ready() {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
 pub fn uid(i: u32) -> String {
     format!("00000000-0000-4000-8000-{i:012}")
 }
