@@ -271,6 +271,11 @@ struct Fence {
 }
 
 impl Fence {
+    /// The fence of a lease (re)acquired by a request that started at `started`.
+    fn new(started: std::time::Instant, renew_deadline: Duration) -> Fence {
+        Fence { last_start: std::sync::Arc::new(std::sync::Mutex::new(started)), renew_deadline }
+    }
+
     fn deadline(&self) -> std::time::Instant {
         *self.last_start.lock().unwrap_or_else(|e| e.into_inner()) + self.renew_deadline
     }
@@ -329,10 +334,7 @@ impl Watchdog {
     /// Starts watching a lease (re)acquired by a request that started at `started`, and fences
     /// this process's writes ([`may_write`]) by the same deadline.
     pub fn start(renew_deadline: Duration, started: std::time::Instant) -> Watchdog {
-        let fence = Fence {
-            last_start: std::sync::Arc::new(std::sync::Mutex::new(started)),
-            renew_deadline,
-        };
+        let fence = Fence::new(started, renew_deadline);
         let watched = fence.clone();
         std::thread::Builder::new()
             .name("lease-watchdog".into())
@@ -431,10 +433,7 @@ mod tests {
     #[test]
     fn writes_are_allowed_only_while_the_lease_holds() {
         let start = std::time::Instant::now();
-        let fence = Fence {
-            last_start: std::sync::Arc::new(std::sync::Mutex::new(start)),
-            renew_deadline: Duration::from_secs(10),
-        };
+        let fence = Fence::new(start, Duration::from_secs(10));
         let at = |s: u64| start + Duration::from_secs(s);
         assert!(allows(None, false, false, at(0)), "no leader election");
         assert!(!allows(None, true, false, at(0)), "not leading yet");
@@ -447,10 +446,7 @@ mod tests {
     #[test]
     fn the_fence_counts_from_the_latest_renewal_start() {
         let start = std::time::Instant::now();
-        let fence = Fence {
-            last_start: std::sync::Arc::new(std::sync::Mutex::new(start)),
-            renew_deadline: Duration::from_secs(10),
-        };
+        let fence = Fence::new(start, Duration::from_secs(10));
         let watchdog = Watchdog { fence: fence.clone() };
         assert_eq!(fence.deadline(), start + Duration::from_secs(10));
         watchdog.renewed(start + Duration::from_secs(3));
