@@ -1,8 +1,11 @@
 //! A watcher that panics is run again: without this, its task would end silently (tokio
 //! catches the panic), and its resource's part of the graph would go stale for good while
 //! looking current, so that orphaning would miss dependents created since (which are then
-//! collected) and foreground deletions would not wait for them. Upstream's informers run
-//! under `wait.Until` with `HandleCrash`, which logs a panic and goes on the same way.
+//! collected) and foreground deletions would not wait for them. Upstream's reflector runs
+//! under `wait.Until`, whose `HandleCrash` logs a panic and panics again (`ReallyCrash`, true by
+//! default): kube-controller-manager exits, is started again by its supervisor, and every
+//! informer lists anew. kube-gc lists again only the resource whose watcher panicked, as after
+//! a `410 Gone`, a path its relist diff already covers; the rest of the graph stays.
 //!
 //! Before the backoff, the watcher is said to be interrupted (`Notification::Interrupted`),
 //! so that those decisions wait for the new run to catch up; the new run lists consistently
