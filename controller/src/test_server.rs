@@ -27,13 +27,16 @@ pub(crate) struct Reply {
     pub(crate) body: Vec<u8>,
     pub(crate) later: Vec<(std::time::Duration, Vec<u8>)>,
     pub(crate) stays_open: bool,
+    /// How long the server takes to answer (its headers).
+    pub(crate) delay: std::time::Duration,
 }
 
 impl Reply {
     /// A JSON reply.
     pub(crate) fn json(code: u16, body: impl Into<Vec<u8>>, stays_open: bool) -> Reply {
         let content_type = "application/json";
-        Reply { code, content_type, body: body.into(), later: Vec::new(), stays_open }
+        let delay = std::time::Duration::ZERO;
+        Reply { code, content_type, body: body.into(), later: Vec::new(), stays_open, delay }
     }
 
     /// This watch reply, with `events` sent as one more chunk `after` the chunk before.
@@ -77,7 +80,7 @@ impl Script {
 impl tower::Service<http::Request<Body>> for Script {
     type Response = http::Response<ScriptBody>;
     type Error = std::convert::Infallible;
-    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
 
     fn poll_ready(
         &mut self,
@@ -112,7 +115,11 @@ impl tower::Service<http::Request<Body>> for Script {
             .header(CONTENT_TYPE, reply.content_type)
             .body(body)
             .expect("a valid response");
-        std::future::ready(Ok(response))
+        let delay = reply.delay;
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Ok(response)
+        })
     }
 }
 

@@ -24,17 +24,22 @@
 //!   was emitted would fake deletes in the graph builder's relist diff (a lagging cache of an
 //!   HA control plane may answer from the past).
 //! - **A watch resumes** from the last resourceVersion seen (an object's or a bookmark's) when
-//!   the server ends it (its timeout, 290 s here as in kube-rs) or it is idle 5 s past that;
-//!   on `410 Gone` the loop relists.
+//!   the server ends it (its timeout, 290 s here as in kube-rs); on `410 Gone` the loop
+//!   relists, after a backoff. A watch silent 5 s past that timeout (a dead connection), or
+//!   ended within a second with no event (client-go's "very short watch"), is a failure. A
+//!   continue token that expires mid-list makes the list start over, whole (client-go's
+//!   pager).
 //! - **Failures back off** (0.8 s doubling to 30 s, reset by a list that completes or a watch
-//!   event), and every failure counts in `kube_gc_watch_errors_total`.
+//!   event), and every failure but a 410 counts in `kube_gc_watch_errors_total`.
 //! - **No event is lost at a resume:** what was decoded is sent before the next request, and the
 //!   resourceVersion a watch resumes from is that of the last event sent.
 //! - **A watcher says when it is behind:** from the end of a list (what changed since the
 //!   list's resourceVersion is still to come) and with [`Notification::Interrupted`] when a
 //!   watch fails, until [`Notification::Resumed`], once a watch has delivered what was
 //!   missed: its stream has paused for half a second (so a watch with nothing to send is back
-//!   after half a second), or two seconds have passed on a resource whose events never pause.
+//!   after half a second), or it has read its stream for two seconds on a resource whose
+//!   events never pause. A watch reopened in step that takes over 250 ms to answer makes the
+//!   watcher behind too.
 //!   So orphanings and foreground deletions wait for what it missed
 //!   (`kube_gc_engine::collector::lagging_watchers`), and not much longer.
 
@@ -257,23 +262,28 @@ pub async fn run_watcher(
             }
             match watched {
                 Ok(Ok(())) => {} // the server ended the watch: resume
-                Ok(Err(Failure::Gone(m))) => {
-                    tracing::debug!(resource = %key, message = %m, "watch expired, relisting");
-                    continue 'relist;
-                }
                 Ok(Err(failure)) => {
-                    tracing::warn!(resource = %key, error = %failure, "watch failed, retrying with backoff");
-                    metrics.watch_errors.inc();
-                    if !behind {
-                        // Behind from now on: orphanings and foreground deletions
-                        // wait for what this watch misses.
-                        behind = true;
-                        let sent = out.push(Notification::Interrupted).await;
-                        if sent.is_err() || out.flush().await.is_err() {
-                            return;
-                        }
+                    let gone = matches!(failure, Failure::Gone(_));
+                    if gone {
+                        tracing::debug!(resource = %key, message = %failure, "watch expired, relisting");
+                    } else {
+                        tracing::warn!(resource = %key, error = %failure, "watch failed, retrying with backoff");
+                        metrics.watch_errors.inc();
                     }
+                    // Behind from now on: orphanings and foreground deletions wait for what
+                    // this watch misses.
+                    let mut stream =
+                        WatchStream { resource_version: &mut resource_version, behind };
+                    if stream.fall_behind(&mut out).await.is_err() {
+                        return;
+                    }
+                    behind = stream.behind;
+                    // A relist too waits its turn, as client-go's reflector's does: a server
+                    // that expires every watch at once is not listed in a loop.
                     tokio::time::sleep(backoff.step()).await;
+                    if gone {
+                        continue 'relist;
+                    }
                 }
                 Err(Closed) => return,
             }
@@ -294,19 +304,32 @@ async fn list(
     // its first page while the lost watch's events are missing from the graph.
     out.flush().await?;
     let mut continue_token = None;
+    // Unpaged (but consistent) once a continue token expired, as client-go's pager does
+    // (`FullListIfExpired`): a list that outlives etcd's compaction (about 5 minutes) would
+    // expire again if paged again, and never complete.
+    let mut whole = false;
     loop {
         let mut params = ListParams::default();
         if from_cache && continue_token.is_none() {
             // Whole: the watch cache answers without pages (kube-rs sends no limit either).
             params.resource_version = Some("0".into());
             params.version_match = Some(VersionMatch::NotOlderThan);
-        } else {
+        } else if !whole {
             // A continue token carries the list's resourceVersion; the request must not.
             params.limit = Some(PAGE_SIZE);
             params.continue_token = continue_token.take();
         }
+        let paging = params.continue_token.is_some();
         let page = match fetch_page(endpoint, &params, out).await? {
             Ok(page) => page,
+            Err(Failure::Gone(m)) if paging => {
+                tracing::info!(resource = %out.source.resource, message = %m, "continue token expired: listing again, whole");
+                whole = true;
+                // The pages sent are part of no complete list: a new one starts.
+                out.push(Notification::ListStarted).await?;
+                out.flush().await?;
+                continue;
+            }
             Err(failure) => return Ok(Err(failure)),
         };
         // A page a batch at most: the graph builder diffs a relist page by page.
@@ -404,6 +427,16 @@ struct WatchStream<'a> {
 }
 
 impl WatchStream<'_> {
+    /// The watcher misses changes from now on (its watch broke, or is slow to open): says so,
+    /// unless it is behind already.
+    async fn fall_behind(&mut self, out: &mut Outbox) -> Result<(), Closed> {
+        if !std::mem::replace(&mut self.behind, true) {
+            out.push(Notification::Interrupted).await?;
+            out.flush().await?;
+        }
+        Ok(())
+    }
+
     /// The watch has delivered what was missed: says so after it.
     async fn resumed(&mut self, out: &mut Outbox) -> Result<(), Closed> {
         if std::mem::take(&mut self.behind) {
@@ -426,8 +459,21 @@ const RESUMED_AFTER_QUIET: Duration = Duration::from_millis(500);
 
 /// After a list or a broken watch, when the new watch counts as back however busy its
 /// stream: a resource whose events never pause for [`RESUMED_AFTER_QUIET`] has long had its
-/// backlog by then, and holding its decisions longer would only delay them.
+/// backlog by then, and holding its decisions longer would only delay them. Counted in time
+/// spent waiting for the stream only: while the watcher waits for room in the channel to the
+/// graph builder (a busy builder), the backlog waits unread, and the clock must not run.
 const RESUMED_AT_THE_LATEST: Duration = Duration::from_secs(2);
+
+/// How long a watch reopened in step (the server ended the one before, its timeout) may take
+/// to answer before the watcher counts as behind: changes made meanwhile reach the graph only
+/// once it answers, and a request queued by the server (its priority and fairness, a
+/// restarted server's watch cache) can take seconds. Quick answers, the rule, hold nothing.
+const REOPENED_IN_STEP_WITHIN: Duration = Duration::from_millis(250);
+
+/// A watch that ends within this time with no event at all is a failure, not a server's
+/// timeout (client-go's "very short watch"): reopening it at once would loop against a server
+/// or proxy that closes every watch, and it backs off instead.
+const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// Watches from `stream.resource_version` into `out` until the server ends the stream (`Ok`)
 /// or it fails.
@@ -440,28 +486,49 @@ async fn watch(
     let params =
         WatchParams { timeout: Some(WATCH_TIMEOUT_SECONDS), bookmarks: true, ..Default::default() };
     let req = endpoint.request.watch(&params, stream.resource_version);
-    let (content_type, body) = match endpoint.send(req, endpoint.watch_accept).await {
+    let opened = tokio::time::Instant::now();
+    let sent = endpoint.send(req, endpoint.watch_accept);
+    let mut sent = std::pin::pin!(sent);
+    let answer = match tokio::time::timeout(REOPENED_IN_STEP_WITHIN, &mut sent).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            stream.fall_behind(out).await?;
+            sent.await
+        }
+    };
+    let (content_type, body) = match answer {
         Ok(response) => response,
         Err(failure) => return Ok(Err(failure)),
     };
     let mut decoder = StreamDecoder::for_content_type(&content_type);
     let mut body = body.into_data_stream();
     let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS.into()) + WATCH_IDLE_MARGIN;
-    let back_at_the_latest = tokio::time::Instant::now() + RESUMED_AT_THE_LATEST;
+    // What is left of RESUMED_AT_THE_LATEST: time spent waiting for the stream.
+    let mut reading_left = RESUMED_AT_THE_LATEST;
+    let mut events = 0u64;
     loop {
         let wait = match stream.behind {
-            true => RESUMED_AFTER_QUIET
-                .min(back_at_the_latest.saturating_duration_since(tokio::time::Instant::now())),
+            true => RESUMED_AFTER_QUIET.min(reading_left),
             false => idle,
         };
-        let chunk = match tokio::time::timeout(wait, body.next()).await {
+        let reading = tokio::time::Instant::now();
+        let next = tokio::time::timeout(wait, body.next()).await;
+        reading_left = reading_left.saturating_sub(reading.elapsed());
+        let chunk = match next {
             Err(_) if stream.behind => {
                 // Paused (or busy past the latest): what was missed is delivered, and what
                 // was decoded of it sent.
                 stream.resumed(out).await?;
                 continue;
             }
-            Err(_) | Ok(None) => return Ok(Ok(())),
+            // The server ends every watch at its timeout: silent past it, the connection is
+            // presumed dead, and what changed meanwhile is missed until a new watch delivers
+            // it (a failure, so that the watcher counts as behind until then).
+            Err(_) => return Ok(Err(Failure::Other(format!("watch silent for {idle:?}")))),
+            Ok(None) if events == 0 && opened.elapsed() < VERY_SHORT_WATCH => {
+                return Ok(Err(Failure::Other("very short watch: ended at once, no event".into())));
+            }
+            Ok(None) => return Ok(Ok(())),
             Ok(Some(Err(e))) => return Ok(Err(Failure::Other(e.to_string()))),
             Ok(Some(Ok(chunk))) => chunk,
         };
@@ -484,6 +551,7 @@ async fn watch(
                 }
                 (_, OrStatus::Ok(meta)) => meta,
             };
+            events += 1;
             if meta.resource_version.is_empty() {
                 // Without it the watch could not resume where it is: start over.
                 return Ok(Err(Failure::Gone("a watch event without a resourceVersion".into())));

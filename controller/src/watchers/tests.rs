@@ -350,7 +350,8 @@ async fn a_watch_refused_with_gone_is_no_resumption() {
 
 /// A watch in step that the server ends with 410 Gone: the watcher is behind from that moment,
 /// not once its relist answers (a consistent list may wait seconds in the server's queues, and
-/// orphanings must wait for what the lost watch missed meanwhile).
+/// orphanings must wait for what the lost watch missed meanwhile); the relist comes after a
+/// backoff, as client-go's.
 #[tokio::test(start_paused = true)]
 async fn a_watch_gone_in_step_is_behind_before_its_relist_answers() {
     let gone =
@@ -359,8 +360,87 @@ async fn a_watch_gone_in_step_is_behind_before_its_relist_answers() {
     let expired = Reply { stays_open: false, ..watch_reply(&[]) }
         .then(Duration::from_secs(1), &[("ERROR", gone.to_owned())]);
     let replies = vec![list_reply("5", &[]), expired, Reply::json(200, "", true)];
-    let seen = notifications_of(replies, 4).await;
-    assert_eq!(seen, ["ListStarted", "ListDone", "Resumed", "ListStarted"]);
+    let start = tokio::time::Instant::now();
+    let seen = notifications_of(replies, 5).await;
+    assert_eq!(seen, ["ListStarted", "ListDone", "Resumed", "Interrupted", "ListStarted"]);
+    assert!(start.elapsed() >= Duration::from_millis(1800), "relisted after {:?}", start.elapsed());
+}
+
+/// A watch in step that stays silent past the server's timeout (a dead connection the server
+/// can no longer end) is a broken watch: the watcher is behind until a new one is back.
+#[tokio::test(start_paused = true)]
+async fn a_watch_silent_past_its_timeout_is_interrupted() {
+    let replies = vec![list_reply("5", &[])]; // then silent watches that stay open
+    let start = tokio::time::Instant::now();
+    let (tx, mut rx) = mpsc::channel(64);
+    let (resource, source) = configmaps();
+    let client = Client::new(Script::new(replies), "default");
+    let options = watcher_options(ContentType::Json);
+    let task = tokio::spawn(run_watcher(client, resource, source, tx, Default::default(), options));
+    assert_eq!(names_of(&mut rx, 3).await, ["ListStarted", "ListDone", "Resumed"]);
+    let resumed = start.elapsed();
+    // names_of gives up after a minute: wait past the watch's timeout first.
+    tokio::time::sleep(Duration::from_secs(WATCH_TIMEOUT_SECONDS.into())).await;
+    assert_eq!(names_of(&mut rx, 2).await, ["Interrupted", "Resumed"]);
+    assert!(start.elapsed() - resumed >= Duration::from_secs(295), "{:?}", start.elapsed());
+    task.abort();
+}
+
+/// A watch the server ends at once with no event is a failure (client-go's "very short
+/// watch"): reopened after a backoff, not in a loop, and the watcher stays behind meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_very_short_watch_backs_off() {
+    let short = || Reply::json(200, "", false);
+    let replies = vec![list_reply("5", &[]), short(), short(), watch_reply(&[])];
+    let start = tokio::time::Instant::now();
+    let (seen, requests) = run_against(replies, 3, watcher_options(ContentType::Json)).await;
+    assert_eq!(seen, ["ListStarted", "ListDone", "Resumed"]);
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    // Two backoffs (0.8 s, 1.6 s), then half a second of quiet.
+    assert!(start.elapsed() >= Duration::from_millis(2900), "back after {:?}", start.elapsed());
+}
+
+/// The two seconds after which a busy new watch counts as back run only while the watcher
+/// reads its stream: while the graph builder is too busy to take its batches, the backlog
+/// waits unread, and an event of it that comes after must still come before `Resumed`.
+#[tokio::test(start_paused = true)]
+async fn the_latest_resumption_does_not_count_time_waiting_for_the_builder() {
+    let backlog = watch_reply(&[
+        ("ADDED", json_object("b", "6")),
+        ("ADDED", json_object("c", "7")),
+        ("ADDED", json_object("d", "8")),
+    ])
+    .then(Duration::from_millis(100), &[("ADDED", json_object("e", "9"))]);
+    let replies = vec![list_reply("5", &[]), backlog];
+    let (tx, mut rx) = mpsc::channel(1);
+    let (resource, source) = configmaps();
+    let client = Client::new(Script::new(replies), "default");
+    let mut options = watcher_options(ContentType::Json);
+    options.batch_size = 1;
+    let task = tokio::spawn(run_watcher(client, resource, source, tx, Default::default(), options));
+    assert_eq!(names_of(&mut rx, 2).await, ["ListStarted", "ListDone"]);
+    // The builder takes nothing for three seconds.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = names_of(&mut rx, 5).await;
+    assert_eq!(seen, ["Applied", "Applied", "Applied", "Applied", "Resumed"]);
+    task.abort();
+}
+
+/// A watch reopened in step (the server ended the one before) that takes long to answer makes
+/// the watcher behind until it is back: changes made meanwhile reach the graph only then.
+#[tokio::test(start_paused = true)]
+async fn a_watch_slow_to_reopen_is_behind_until_it_is_back() {
+    // Back at 0.5 s; the server ends the watch at 1 s, and the next one answers 3 s later.
+    let ended = Reply { stays_open: false, ..watch_reply(&[]) }
+        .then(Duration::from_secs(1), &[("ADDED", json_object("b", "6"))]);
+    let slow = Reply { delay: Duration::from_secs(3), ..watch_reply(&[]) };
+    let replies = vec![list_reply("5", &[]), ended, slow];
+    let start = tokio::time::Instant::now();
+    let seen = notifications_of(replies, 6).await;
+    let want = ["ListStarted", "ListDone", "Resumed", "Applied", "Interrupted", "Resumed"];
+    assert_eq!(seen, want);
+    // Reopened at 1 s, answered at 4 s, quiet until 4.5 s.
+    assert!(start.elapsed() >= Duration::from_millis(4500), "back after {:?}", start.elapsed());
 }
 
 /// A watch the server ends normally (its timeout) resumes without a word: nothing was missed.
@@ -373,4 +453,28 @@ async fn a_watch_the_server_ends_is_resumed_silently() {
         vec![list_reply("5", &[]), ended, watch_reply(&[("ADDED", json_object("c", "7"))])];
     let seen = notifications_of(replies, 5).await;
     assert_eq!(seen, ["ListStarted", "ListDone", "Resumed", "Applied", "Applied"]);
+}
+
+/// A continue token that expires (a list longer than etcd's compaction interval) is not paged
+/// again, which would expire again: the list starts over, whole and consistent, as client-go's
+/// pager does; the pages before are part of no complete list.
+#[tokio::test(start_paused = true)]
+async fn a_list_whose_continue_token_expires_starts_over_whole() {
+    let first_page = format!(
+        r#"{{"metadata":{{"resourceVersion":"5","continue":"next"}},"items":[{}]}}"#,
+        json_object("a", "5")
+    );
+    let replies =
+        vec![Reply::json(200, first_page, false), failure_reply(410), list_reply("9", &["a", "b"])];
+    let (seen, requests) = run_against(replies, 6, watcher_options(ContentType::Json)).await;
+    assert_eq!(seen, ["ListStarted", "Listed", "ListStarted", "Listed", "Listed", "ListDone"]);
+    let lists: Vec<&str> = requests.iter().map(|r| r.uri.as_str()).take(3).collect();
+    assert!(lists[0].contains("limit=500") && !lists[0].contains("continue="), "{lists:?}");
+    assert!(lists[1].contains("continue=next"), "{lists:?}");
+    assert!(
+        !lists[2].contains("limit=")
+            && !lists[2].contains("continue=")
+            && !lists[2].contains("resourceVersion="),
+        "{lists:?}"
+    );
 }
