@@ -77,6 +77,15 @@ fn create(cluster: &MemoryCluster, r: &Resource, m: ObjectMeta) -> ObjectMeta {
     cluster.object(r, "ns1", &name).unwrap()
 }
 
+/// An environment over `cluster` whose informers have shown `stored`.
+fn observing<C: Cluster>(cluster: C, stored: Vec<ObjectMeta>) -> Env<C> {
+    let mut env = Env::new(cluster, options());
+    for p in stored {
+        env.observe_pod_or_replica_set(p);
+    }
+    env
+}
+
 fn count(calls: &[Call], verb: Verb) -> usize {
     calls.iter().filter(|c| c.verb() == verb).count()
 }
@@ -89,10 +98,7 @@ fn one_list_proves_every_missing_owner_and_only_those() {
     let cluster = cluster();
     cluster.create(&replicasets(), rs(4)).unwrap();
     let stored: Vec<ObjectMeta> = (1..=4).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
-    let mut env = Env::new(cluster, options());
-    for p in stored {
-        env.observe_pod_or_replica_set(p);
-    }
+    let mut env = observing(cluster, stored);
     env.drain_attempt_to_delete(10_000); // the four verifications are offered to the prover
     assert_eq!(env.collector.pending_proofs(), 4);
     assert!(env.cluster.calls().is_empty(), "offering costs no call");
@@ -121,10 +127,7 @@ fn owners_served_by_an_aggregated_api_server_take_the_get() {
     let aggregated = kube_gc_testkit::ResourceOptions { aggregated: true, ..Default::default() };
     cluster.register_with(replicasets(), aggregated);
     let stored: Vec<ObjectMeta> = (1..=3).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
-    let mut env = Env::new(cluster, options());
-    for p in stored {
-        env.observe_pod_or_replica_set(p);
-    }
+    let mut env = observing(cluster, stored);
     env.drain_attempt_to_delete(10_000);
     assert_eq!(env.collector.pending_proofs(), 0, "nothing offered");
     let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
@@ -167,10 +170,7 @@ fn a_failed_list_leaves_its_owners_to_the_get() {
         "",
         ClusterError::Other { code: 410, message: "expired".into() },
     );
-    let mut env = Env::new(cluster, options());
-    for p in stored {
-        env.observe_pod_or_replica_set(p);
-    }
+    let mut env = observing(cluster, stored);
     env.drain_attempt_to_delete(10_000);
     let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
     assert_eq!((round.proven_absent, round.handed_back), (0, 3));
@@ -449,4 +449,92 @@ fn a_list_that_pages_for_ever_fails_and_its_owners_take_the_get() {
     assert_eq!(env.collector.stats().proof_lists_failed.load(Ordering::Relaxed), 1);
     env.drain_attempt_to_delete(10_000);
     assert!(env.cluster.0.object(&pods(), "ns1", "pod-1").is_none(), "collected after a GET");
+}
+
+/// Owner names a GET would not address as themselves (`.`, `..`, a `/`: upstream's client
+/// rewrites them into another path) are never offered to a list nor read: no object can hold
+/// such a name, so a list would always prove them absent where upstream reads another object
+/// (or fails). Their dependents are kept; a plainly named absent owner's goes as before.
+#[test]
+fn owner_names_a_get_would_rewrite_are_neither_listed_nor_read() {
+    let cluster = cluster();
+    cluster.create(&replicasets(), rs(1)).unwrap();
+    let odd = [".", "..", "rs-1/", "./rs-1", "rs-1/..", "rs-1/status"];
+    let mut stored = Vec::new();
+    for (i, name) in (10..).zip(odd) {
+        let mut p = pod(i, i);
+        p.owner_references[0].name = name.into();
+        stored.push(create(&cluster, &pods(), p));
+    }
+    stored.push(create(&cluster, &pods(), pod(2, 2))); // rs-2 absent: garbage
+    let mut env = observing(cluster, stored);
+    env.run_attempt_to_delete(1_000);
+    assert_eq!(env.collector.pending_proofs(), 1, "only rs-2 is offered");
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+    assert_eq!(round.proven_absent, 1);
+    // Their virtual owners' reads fail, and are retried for ever (the queue here has no
+    // backoff): a bounded run.
+    env.run_attempt_to_delete(1_000);
+    let calls = env.cluster.take_calls();
+    assert_eq!(count(&calls, Verb::Get), 0, "{calls:#?}");
+    assert_eq!(count(&calls, Verb::Delete), 1, "{calls:#?}");
+    assert!(env.cluster.object(&pods(), "ns1", "pod-2").is_none());
+    for i in 10..10 + odd.len() as u32 {
+        assert!(env.cluster.object(&pods(), "ns1", &format!("pod-{i}")).is_some(), "pod-{i}");
+    }
+}
+
+/// A resource whose API moved to an aggregated server (a discovery since its owners were
+/// offered) is not listed: its owners take the GET.
+#[test]
+fn owners_of_a_resource_that_became_aggregated_are_not_listed() {
+    let cluster = cluster();
+    let stored: Vec<ObjectMeta> = (1..=2).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
+    let mut env = observing(cluster, stored);
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 2);
+    let aggregated = kube_gc_testkit::ResourceOptions { aggregated: true, ..Default::default() };
+    env.cluster.register_with(replicasets(), aggregated);
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+    assert_eq!((round.lists, round.proven_absent, round.handed_back), (0, 0, 2));
+    assert_eq!(count(&env.cluster.take_calls(), Verb::List), 0);
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(count(&env.cluster.take_calls(), Verb::Get), 2, "one GET per owner");
+}
+
+/// A cluster whose list pages drop every item's namespace (a broken server or proxy).
+struct NamespacesDropped(MemoryCluster);
+
+impl Cluster for NamespacesDropped {
+    support::forward_to!(0: resource_for, consistent_lists, get, patch, delete, record_event);
+    async fn list_page(
+        &self,
+        r: &Resource,
+        token: Option<&str>,
+        limit: u32,
+    ) -> Result<ListPage, ClusterError> {
+        let mut page = self.0.list_page(r, token, limit).await?;
+        for item in &mut page.items {
+            item.namespace.clear();
+        }
+        Ok(page)
+    }
+}
+
+/// A list of a namespaced resource whose items come without namespace proves nothing: each
+/// would sit at other coordinates than its GET's, and the owner it is would seem absent.
+#[test]
+fn a_list_of_items_out_of_their_resources_scope_proves_nothing() {
+    let inner = cluster();
+    inner.create(&replicasets(), rs(1)).unwrap();
+    let stored = create(&inner, &pods(), pod(1, 1));
+    let mut env = Env::new(NamespacesDropped(inner), options());
+    env.observe_pod_or_replica_set(stored);
+    env.drain_attempt_to_delete(10_000);
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+    assert_eq!((round.proven_absent, round.handed_back), (0, 1));
+    assert_eq!(env.collector.stats().proof_lists_failed.load(Ordering::Relaxed), 1);
+    // rs-1 exists but is never observed here: its virtual node is verified for ever (#56121).
+    env.run_attempt_to_delete(1_000);
+    assert!(env.cluster.0.object(&pods(), "ns1", "pod-1").is_some(), "its owner lives");
 }

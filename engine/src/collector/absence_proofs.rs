@@ -176,6 +176,10 @@ impl<C: Cluster> Collector<C> {
         if proofs.declined.remove(&node.key()) || !node.is_virtual {
             return false;
         }
+        if !super::classify::is_addressable(&node.identity.name) {
+            // No list can answer for it either (see `is_addressable`): the GET path keeps it.
+            return false;
+        }
         let Ok(resource) = self.cluster.resource_for(node.identity.ty) else { return false };
         if resource.namespaced && node.identity.namespace.is_cluster() {
             // Upstream's namespacedOwnerOfClusterScopedObject: the GET path reports it.
@@ -224,7 +228,7 @@ impl<C: Cluster> Collector<C> {
         let lists =
             to_list.into_iter().map(|(resource, entries)| self.prove_by_list(resource, entries));
         for done in futures_util::future::join_all(lists).await {
-            round.lists += 1;
+            round.lists += usize::from(done.pages != 0);
             round.pages += done.pages;
             round.proven_absent += done.proven_absent;
             round.handed_back += done.handed_back;
@@ -368,6 +372,13 @@ impl<C: Cluster> Collector<C> {
     /// module docs).
     async fn prove_by_list(&self, resource: Resource, entries: Vec<Pending>) -> ProofRound {
         let mut done = ProofRound::default();
+        if !self.cluster.consistent_lists(&resource) {
+            // Checked again: its API moved to an aggregated server (a new discovery) since
+            // these owners were offered.
+            self.hand_back(&entries);
+            done.handed_back = entries.len();
+            return done;
+        }
         let mut found: HashMap<(String, String), Option<String>> =
             entries.iter().map(|p| (coordinates(&resource, &p.identity), None)).collect();
         let mut token: Option<String> = None;
@@ -377,6 +388,18 @@ impl<C: Cluster> Collector<C> {
             self.stats.proof_pages.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let outcome = match self.cluster.list_page(&resource, token.as_deref(), PAGE_SIZE).await
             {
+                // An item out of the resource's scope (a namespaced one without namespace, or
+                // the reverse: a broken server or proxy) would sit at other coordinates than
+                // its owner's GET, and every owner waiting at the right ones would seem absent.
+                Ok(page)
+                    if page.items.iter().any(|o| o.namespace.is_empty() == resource.namespaced) =>
+                {
+                    Err(ClusterError::Other {
+                        code: 0,
+                        message: "a listed item's namespace does not match its resource's scope"
+                            .into(),
+                    })
+                }
                 Ok(page) => {
                     objects += page.items.len();
                     for o in page.items {

@@ -22,6 +22,18 @@ pub(super) struct Classified {
     pub(super) waiting_for_dependents_deletion: Vec<OwnerRef>,
 }
 
+/// Whether an owner reference's `name` addresses that name in a GET: not empty, not `.` or
+/// `..`, no `/`. No object can have any other name (the API server validates object names as
+/// path segments), but an owner reference may (only emptiness is refused), and upstream's
+/// client joins it into the GET's path, where `path.Join` rewrites it: `x/` reads `x`, `.` the
+/// collection, `x/status` a subresource of `x`. What upstream then decides depends on another
+/// object, or fails for ever; kube-gc neither reads another object nor takes the name's
+/// absence from a list: it cannot verify the reference, and keeps the dependent (fewer
+/// writes than upstream, which may delete it or keep it).
+pub(super) fn is_addressable(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/')
+}
+
 impl<C: Cluster> Collector<C> {
     /// Upstream's `isDangling`: whether `owner` (a reference of `item`) is absent, with the
     /// owner's live metadata when it is not.
@@ -55,6 +67,11 @@ impl<C: Cluster> Collector<C> {
         // predate the owner (deleted and created again under its name) and answer 404, or
         // the old UID, for it; the item would then be collected as its owner's garbage
         // (engine/tests/owner_lookups.rs).
+        if !is_addressable(&owner.name) {
+            let message = format!("owner name {:?} cannot be read by a GET", owner.name);
+            let e = ClusterError::Other { code: 0, message };
+            return Err(ItemError::cluster(format_args!("cannot get owner {key}"), e));
+        }
         self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match self.cluster.get(&resource, namespace, &owner.name).await {
             Err(ClusterError::NotFound) => {

@@ -53,6 +53,12 @@ impl<C: Cluster> Collector<C> {
         if resource.namespaced && identity.namespace.is_cluster() {
             return Err(ItemError::NamespacedOwnerOfClusterScopedObject);
         }
+        if !super::classify::is_addressable(&identity.name) {
+            // A virtual node named by an owner reference no GET can address (see
+            // `is_addressable`): a failed read, retried, never an absence.
+            let message = format!("name {:?} cannot be read by a GET", identity.name);
+            return Ok(Err(ClusterError::Other { code: 0, message }));
+        }
         Ok(self.cluster.get(&resource, &namespace, &identity.name).await)
     }
 
