@@ -709,6 +709,31 @@ fn an_orphaned_owner_that_still_exists_keeps_a_new_dependent() {
     assert_eq!(env.gc.stats().late_orphans.load(Ordering::Relaxed), 1);
 }
 
+/// The memory of orphaned owners removes references only when they are all the object's: a
+/// Pod naming an orphaned owner that is gone and an owner that never existed is garbage either
+/// way, as upstream finds it, and is deleted with one call, no patch first.
+#[test]
+fn a_late_orphan_beside_another_dangling_owner_is_deleted_without_a_patch() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none(), "orphaned, and gone");
+
+    let owners = vec![owner_ref(&rcs, "rc1", "rcu", None), owner_ref(&rcs, "never", "nu", None)];
+    env.create(&pods(), object(&pods(), "late", "lu", owners));
+    env.cluster.take_calls();
+    assert_eq!(env.work("lu"), Outcome::Forget);
+    assert!(env.cluster.object(&pods(), "ns1", "late").is_none(), "garbage");
+    let writes: Vec<String> = (env.cluster.take_calls().iter())
+        .filter(|c| matches!(c.verb(), Verb::Patch | Verb::Delete))
+        .map(|c| c.action())
+        .collect();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert!(writes[0].starts_with("delete"), "{writes:?}");
+    assert_eq!(env.gc.stats().late_orphans.load(Ordering::Relaxed), 0);
+}
+
 /// Beyond upstream: the owner goes while its dependents are being orphaned (someone removed its
 /// finalizer), and a new owner of the same name is deleted with `orphan` too. The `orphan`
 /// finalizer the orphaning then removes is the first owner's, not the successor's: the

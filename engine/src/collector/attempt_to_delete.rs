@@ -219,16 +219,18 @@ impl<C: Cluster> Collector<C> {
             .filter(|o| orphaning(o) == Some(Orphaning::Done))
             .map(|o| o.uid)
             .collect();
-        if !late.is_empty() {
-            // Owners this collector orphaned, gone now, that this item still names: it was not
+        if !late.is_empty() && owners.iter().all(|o| late.contains(&o.uid)) {
+            // Owners this collector orphaned, gone now, are all this item names: it was not
             // in the graph when they were orphaned (or its reference came later). Remove those
-            // references, the write their orphaning would have made (see `OrphanedOwners`),
-            // then decide on the owners the patched object has. Only absent owners: one that
-            // still exists (another finalizer holds it) is classified as upstream classifies
-            // it and keeps the item while it is solid; removing its reference would leave the
-            // item to the other owners' verdict, which upstream would not. The orphaning
-            // remembers an owner before its finalizer goes, so an owner gone because of it is
-            // remembered by the time a read can find it absent.
+            // references, the write their orphaning would have made (see `OrphanedOwners`).
+            // Only when they are all its owners: beside any other owner, the item's fate is
+            // the one upstream decides below whether or not those references go (a solid owner
+            // keeps it, and upstream's own patch removes every dangling reference; with none,
+            // it is garbage either way), so a patch first would be a write upstream never makes.
+            // Only absent owners: one that still exists (another finalizer holds it) is
+            // classified as upstream classifies it and keeps the item while it is solid. The
+            // orphaning remembers an owner before its finalizer goes, so an owner gone because
+            // of it is remembered by the time a read can find it absent.
             tracing::debug!(item = %identity, owners = ?late, "removing references to orphaned owners that are gone");
             let view = View { meta: &latest, from_graph };
             let uids: Vec<String> = late.iter().map(ToString::to_string).collect();
