@@ -269,3 +269,24 @@ fn a_failing_read_shows_as_retries_with_the_last_error_until_it_succeeds() {
     assert!(env.cluster.object(&pods(), "ns1", "p").is_none());
     assert_eq!(env.collector.last_error(Uid::parse(&uid(9))), None);
 }
+
+/// The collector's memory of the owners it orphaned, as `attemptToDelete` consults it: an
+/// object whose owners are all orphaned owners, gone, has its references removed rather than
+/// being deleted; while such an owner's orphaning is finishing, nothing is decided yet.
+#[test]
+fn owners_the_collector_orphaned_are_removed_not_collected() {
+    let mut env = env();
+    add(&mut env, &pods(), meta("late", 2, vec![owner("ReplicaSet", "gone", 1)], &[]));
+    env.collector.absent_owners().add(ObjectReference::from_owner(
+        &kube_gc_engine::patch::owner_ref_from_api(&owner("ReplicaSet", "gone", 1)),
+        kube_gc_engine::Namespace::new("ns1"),
+    ));
+    assert_eq!(explained(&env, 2).decision, Decision::Delete { foreground: false });
+
+    let orphaned = env.collector.orphaned_owners();
+    orphaned.record(Uid::parse(&uid(1)));
+    assert!(matches!(explained(&env, 2).decision, Decision::Nothing(_)), "finishing");
+    orphaned.confirm(Uid::parse(&uid(1)));
+    let decision = explained(&env, 2).decision;
+    assert!(matches!(&decision, Decision::RemoveReferences(o) if name(&o[0]) == "gone"));
+}

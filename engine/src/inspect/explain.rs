@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 
 use crate::cluster::{Cluster, ClusterError};
-use crate::collector::{Collector, HeldDecision, OwnerClasses, Verdict};
+use crate::collector::{Collector, HeldDecision, Orphaning, OwnerClasses, Verdict};
 use crate::graph::NodeView;
 use crate::identity::{Namespace, ObjectReference, OwnerRef, Uid};
 use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -326,6 +326,21 @@ fn decide<C: Cluster>(
         // With a solid owner too the object stays; the read only decides whether the
         // unverified references are removed.
         return Decision::Verify(unverified);
+    }
+    // The collector's memory of the owners it orphaned (`collector/orphaned_owners.rs`),
+    // consulted as `attemptToDelete` consults it, after classifying.
+    let orphaned = |o: &ObjectReference| collector.orphaned_owners().state(o.uid);
+    if dangling.iter().any(|o| orphaned(o) == Some(Orphaning::Finishing)) {
+        return Decision::Nothing(
+            "an owner is gone while the collector orphans its dependents: decided again once that ends",
+        );
+    }
+    if dangling.len() == owners.len()
+        && dangling.iter().all(|o| orphaned(o) == Some(Orphaning::Done))
+    {
+        // Owners the collector orphaned, all gone: their references go, the write their
+        // orphaning would have made.
+        return Decision::RemoveReferences(dangling);
     }
     let classes = OwnerClasses {
         solid: solid.len(),
