@@ -42,9 +42,10 @@
 //! only narrows the race to what no metadata watch of a v1.20 API server can tell: an event
 //! already sent by the server but not yet applied to the graph (milliseconds on a live stream;
 //! a watch after a list or a broken watch counts as back once its stream has paused for half
-//! a second, or after two seconds of events, so its backlog is in unless the server stalls
-//! longer inside it), a dependent written after the owner's live read, and a CRD whose event
-//! reaches kube-gc after the owner's. For orphaning, those are covered by the in-process
+//! a second, or after two seconds spent reading its events, so its backlog is in unless the
+//! server stalls longer inside it; a watch reopened in step that is slow to answer, or silent
+//! past its timeout, counts as broken), a dependent written after the owner's live read, and
+//! a CRD whose event reaches kube-gc after the owner's. For orphaning, those are covered by the in-process
 //! memory, as before. A barrier on resourceVersions (every watcher past the owner's) is out of
 //! reach there: an idle resource's watch delivers nothing to compare, and v1.20 sends
 //! bookmarks only just before a watch's timeout.
