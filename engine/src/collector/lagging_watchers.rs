@@ -45,10 +45,10 @@
 //! a second, or after two seconds spent reading its events, so its backlog is in unless the
 //! server stalls longer inside it; a watch reopened in step that is slow to answer, or silent
 //! past its timeout, counts as broken), a dependent written after the owner's live read, and
-//! a CRD whose event reaches kube-gc after the owner's. For orphaning, those are covered by the in-process
-//! memory, as before. A barrier on resourceVersions (every watcher past the owner's) is out of
-//! reach there: an idle resource's watch delivers nothing to compare, and v1.20 sends
-//! bookmarks only just before a watch's timeout.
+//! a CRD whose event reaches kube-gc after the owner's. For orphaning, those are covered by
+//! the in-process memory, as before. A barrier on resourceVersions (every watcher past the
+//! owner's) is out of reach there: an idle resource's watch delivers nothing to compare, and
+//! v1.20 sends bookmarks only just before a watch's timeout.
 //!
 //! # Liveness
 //!
