@@ -67,13 +67,8 @@ impl<C: Cluster> Collector<C> {
         // predate the owner (deleted and created again under its name) and answer 404, or
         // the old UID, for it; the item would then be collected as its owner's garbage
         // (engine/tests/owner_lookups.rs).
-        if !is_addressable(&owner.name) {
-            let message = format!("owner name {:?} cannot be read by a GET", owner.name);
-            let e = ClusterError::Other { code: 0, message };
-            return Err(ItemError::cluster(format_args!("cannot get owner {key}"), e));
-        }
         self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match self.cluster.get(&resource, namespace, &owner.name).await {
+        match self.read(&resource, namespace, &owner.name).await {
             Err(ClusterError::NotFound) => {
                 tracing::trace!(%item, owner = %key, "item's owner is not found");
                 self.absent_owners.add(key);

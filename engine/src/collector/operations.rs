@@ -53,13 +53,23 @@ impl<C: Cluster> Collector<C> {
         if resource.namespaced && identity.namespace.is_cluster() {
             return Err(ItemError::NamespacedOwnerOfClusterScopedObject);
         }
-        if !super::classify::is_addressable(&identity.name) {
-            // A virtual node named by an owner reference no GET can address (see
-            // `is_addressable`): a failed read, retried, never an absence.
-            let message = format!("name {:?} cannot be read by a GET", identity.name);
-            return Ok(Err(ClusterError::Other { code: 0, message }));
+        Ok(self.read(&resource, &namespace, &identity.name).await)
+    }
+
+    /// Every live read of the collector: a GET of `name`, or, for a name no GET can address
+    /// (see `classify::is_addressable`: a virtual node or an owner reference named so), a
+    /// failed read, retried, never an absence.
+    pub(super) async fn read(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ObjectMeta, ClusterError> {
+        if !super::classify::is_addressable(name) {
+            let message = format!("name {name:?} cannot be read by a GET");
+            return Err(ClusterError::Other { code: 0, message });
         }
-        Ok(self.cluster.get(&resource, &namespace, &identity.name).await)
+        self.cluster.get(resource, namespace, name).await
     }
 
     /// Upstream's `patch`: a strategic merge patch, falling back to a JSON merge patch when the
@@ -98,7 +108,7 @@ impl<C: Cluster> Collector<C> {
                 let meta = match view {
                     Some(v) => v.meta,
                     None => {
-                        read = self.cluster.get(&resource, &namespace, &identity.name).await?;
+                        read = self.read(&resource, &namespace, &identity.name).await?;
                         // Another object under the name: the one this patch was for is gone,
                         // and the successor, which the graph has not shown yet, may be a
                         // dependent too. Not written now (upstream would patch it, on a body
@@ -194,7 +204,7 @@ impl<C: Cluster> Collector<C> {
         if options.precondition_resource_version.is_none() {
             return Err(ClusterError::Conflict(conflict));
         }
-        let live = self.cluster.get(&resource, &namespace, &identity.name).await?;
+        let live = self.read(&resource, &namespace, &identity.name).await?;
         if live.uid != uid {
             tracing::debug!(item = %identity, "delete conflicted: another object has the name now, the item is gone");
             return Err(ClusterError::NotFound);
@@ -228,7 +238,7 @@ impl<C: Cluster> Collector<C> {
     ) -> Result<FinalizerRemoval, ItemError> {
         let (resource, namespace) = self.locate(identity)?;
         for _ in 0..REMOVE_FINALIZER_ATTEMPTS {
-            let current = match self.cluster.get(&resource, &namespace, &identity.name).await {
+            let current = match self.read(&resource, &namespace, &identity.name).await {
                 Ok(current) => current,
                 Err(ClusterError::NotFound) => return Ok(FinalizerRemoval::NotThere),
                 Err(e) => {
