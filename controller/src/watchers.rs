@@ -169,6 +169,16 @@ impl Outbox {
         if self.pending.len() >= self.batch_size { self.flush().await } else { Ok(()) }
     }
 
+    /// The watcher misses changes from now on (its watch broke, or is slow to open): says so,
+    /// unless it is `behind` already, and marks it behind.
+    async fn fall_behind(&mut self, behind: &mut bool) -> Result<(), Closed> {
+        if !std::mem::replace(behind, true) {
+            self.push(Notification::Interrupted).await?;
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
     async fn flush(&mut self) -> Result<(), Closed> {
         if self.pending.is_empty() {
             return Ok(());
@@ -272,12 +282,9 @@ pub async fn run_watcher(
                     }
                     // Behind from now on: orphanings and foreground deletions wait for what
                     // this watch misses.
-                    let mut stream =
-                        WatchStream { resource_version: &mut resource_version, behind };
-                    if stream.fall_behind(&mut out).await.is_err() {
+                    if out.fall_behind(&mut behind).await.is_err() {
                         return;
                     }
-                    behind = stream.behind;
                     // A relist too waits its turn, as client-go's reflector's does: a server
                     // that expires every watch at once is not listed in a loop.
                     tokio::time::sleep(backoff.step()).await;
@@ -427,16 +434,6 @@ struct WatchStream<'a> {
 }
 
 impl WatchStream<'_> {
-    /// The watcher misses changes from now on (its watch broke, or is slow to open): says so,
-    /// unless it is behind already.
-    async fn fall_behind(&mut self, out: &mut Outbox) -> Result<(), Closed> {
-        if !std::mem::replace(&mut self.behind, true) {
-            out.push(Notification::Interrupted).await?;
-            out.flush().await?;
-        }
-        Ok(())
-    }
-
     /// The watch has delivered what was missed: says so after it.
     async fn resumed(&mut self, out: &mut Outbox) -> Result<(), Closed> {
         if std::mem::take(&mut self.behind) {
@@ -492,7 +489,7 @@ async fn watch(
     let answer = match tokio::time::timeout(REOPENED_IN_STEP_WITHIN, &mut sent).await {
         Ok(answer) => answer,
         Err(_) => {
-            stream.fall_behind(out).await?;
+            out.fall_behind(&mut stream.behind).await?;
             sent.await
         }
     };
@@ -505,7 +502,7 @@ async fn watch(
     let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS.into()) + WATCH_IDLE_MARGIN;
     // What is left of RESUMED_AT_THE_LATEST: time spent waiting for the stream.
     let mut reading_left = RESUMED_AT_THE_LATEST;
-    let mut events = 0u64;
+    let mut delivered = false;
     loop {
         let wait = match stream.behind {
             true => RESUMED_AFTER_QUIET.min(reading_left),
@@ -525,7 +522,7 @@ async fn watch(
             // presumed dead, and what changed meanwhile is missed until a new watch delivers
             // it (a failure, so that the watcher counts as behind until then).
             Err(_) => return Ok(Err(Failure::Other(format!("watch silent for {idle:?}")))),
-            Ok(None) if events == 0 && opened.elapsed() < VERY_SHORT_WATCH => {
+            Ok(None) if !delivered && opened.elapsed() < VERY_SHORT_WATCH => {
                 return Ok(Err(Failure::Other("very short watch: ended at once, no event".into())));
             }
             Ok(None) => return Ok(Ok(())),
@@ -551,7 +548,7 @@ async fn watch(
                 }
                 (_, OrStatus::Ok(meta)) => meta,
             };
-            events += 1;
+            delivered = true;
             if meta.resource_version.is_empty() {
                 // Without it the watch could not resume where it is: start over.
                 return Ok(Err(Failure::Gone("a watch event without a resourceVersion".into())));
