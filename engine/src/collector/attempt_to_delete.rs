@@ -203,8 +203,9 @@ impl<C: Cluster> Collector<C> {
         };
         let mut c = self.classify_references(classified_as, &owners).await?;
         tracing::trace!(item = %identity, solid = ?c.solid, dangling = ?c.dangling, waiting = ?c.waiting_for_dependents_deletion, "classify item's references");
-        let orphaning = |o: &OwnerRef| self.orphaned.state(o.uid);
-        if c.dangling.iter().any(|o| orphaning(o) == Some(Orphaning::Finishing)) {
+        let dangling: Vec<crate::Uid> = c.dangling.iter().map(|o| o.uid).collect();
+        let judged = self.orphaned.judge(owners.iter().map(|o| o.uid), &dangling);
+        if judged == Some(Orphaning::Finishing) {
             // An owner found gone while its orphaning removes the finalizer: if that removal
             // let it go, this item is one the orphaning would have patched; if someone else
             // did first, it is upstream's to collect. Not known yet: decide again later (a
@@ -213,13 +214,8 @@ impl<C: Cluster> Collector<C> {
                 "an owner of {identity} is gone while its orphaning finishes"
             )));
         }
-        let late: Vec<crate::Uid> = c
-            .dangling
-            .iter()
-            .filter(|o| orphaning(o) == Some(Orphaning::Done))
-            .map(|o| o.uid)
-            .collect();
-        if !late.is_empty() && owners.iter().all(|o| late.contains(&o.uid)) {
+        if judged == Some(Orphaning::Done) {
+            let late = dangling;
             // Owners this collector orphaned, gone now, are all this item names: it was not
             // in the graph when they were orphaned (or its reference came later). Remove those
             // references, the write their orphaning would have made (see `OrphanedOwners`).

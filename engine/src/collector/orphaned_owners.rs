@@ -137,6 +137,27 @@ impl OrphanedOwners {
         self.entries.lock().get(&uid).copied()
     }
 
+    /// What the memory says of an object whose owner references name `owners` (their UIDs),
+    /// `dangling` those a read found absent: [`Orphaning::Finishing`] if one of those is
+    /// finishing its orphaning (decide again later); [`Orphaning::Done`] if every owner is one
+    /// the collector orphaned, gone (remove their references, the write the orphaning would
+    /// have made); `None` otherwise (upstream's decision). attemptToDelete and `explain` both
+    /// ask it.
+    pub fn judge(
+        &self,
+        owners: impl IntoIterator<Item = Uid>,
+        dangling: &[Uid],
+    ) -> Option<Orphaning> {
+        if dangling.iter().any(|uid| self.state(*uid) == Some(Orphaning::Finishing)) {
+            return Some(Orphaning::Finishing);
+        }
+        let mut owners = owners.into_iter().peekable();
+        owners.peek()?;
+        owners
+            .all(|uid| dangling.contains(&uid) && self.state(uid) == Some(Orphaning::Done))
+            .then_some(Orphaning::Done)
+    }
+
     /// Whether the owner `uid` is remembered (finishing or done).
     pub fn contains(&self, uid: Uid) -> bool {
         self.state(uid).is_some()
@@ -170,6 +191,24 @@ mod tests {
         let none = OrphanedOwners::new(0);
         none.record(a);
         assert!(none.is_empty());
+    }
+
+    /// Finishing wins whenever a dangling owner is finishing; Done only when every owner is
+    /// a dangling, done one; nothing for an object with no owner or any other owner.
+    #[test]
+    fn judge_says_done_only_when_every_owner_is_an_orphaned_owner_gone() {
+        let set = OrphanedOwners::new(8);
+        let (a, b, other) = (Uid::from_u128(1), Uid::from_u128(2), Uid::from_u128(3));
+        set.record(a);
+        set.record(b);
+        set.confirm(a);
+        assert_eq!(set.judge([a, b], &[a, b]), Some(Orphaning::Finishing));
+        set.confirm(b);
+        assert_eq!(set.judge([a, b, a], &[a, b, a]), Some(Orphaning::Done));
+        assert_eq!(set.judge([a, other], &[a, other]), None, "another dangling owner");
+        assert_eq!(set.judge([a, other], &[a]), None, "a solid owner");
+        assert_eq!(set.judge([a], &[]), None, "the orphaned owner still exists");
+        assert_eq!(set.judge([], &[]), None);
     }
 
     #[test]

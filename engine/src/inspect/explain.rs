@@ -329,18 +329,17 @@ fn decide<C: Cluster>(
     }
     // The collector's memory of the owners it orphaned (`collector/orphaned_owners.rs`),
     // consulted as `attemptToDelete` consults it, after classifying.
-    let orphaned = |o: &ObjectReference| collector.orphaned_owners().state(o.uid);
-    if dangling.iter().any(|o| orphaned(o) == Some(Orphaning::Finishing)) {
-        return Decision::Nothing(
-            "an owner is gone while the collector orphans its dependents: decided again once that ends",
-        );
-    }
-    if dangling.len() == owners.len()
-        && dangling.iter().all(|o| orphaned(o) == Some(Orphaning::Done))
-    {
+    let dangling_uids: Vec<Uid> = dangling.iter().map(|o| o.uid).collect();
+    match collector.orphaned_owners().judge(owners.iter().map(|o| o.owner.uid), &dangling_uids) {
+        Some(Orphaning::Finishing) => {
+            return Decision::Nothing(
+                "an owner is gone while the collector orphans its dependents: decided again once that ends",
+            );
+        }
         // Owners the collector orphaned, all gone: their references go, the write their
         // orphaning would have made.
-        return Decision::RemoveReferences(dangling);
+        Some(Orphaning::Done) => return Decision::RemoveReferences(dangling),
+        None => {}
     }
     let classes = OwnerClasses {
         solid: solid.len(),
