@@ -186,6 +186,9 @@ impl Builder {
             owner_references: owner.into_iter().collect(),
             finalizers: Vec::new(),
             deletion_timestamp: false,
+            // As a decoder reads it from every object a server sends.
+            creation_time: Some(1_700_000_000),
+            deletion_time: None,
         }
     }
 }

@@ -135,6 +135,7 @@ fn random_stream(rng: &mut SplitMix64, len: usize) -> Vec<Event> {
             owner_references: owners,
             finalizers: (0..pick(3)).map(|_| FINALIZERS[pick(3)].to_owned()).collect(),
             deletion_timestamp: pick(4) == 0,
+            ..ObjectMeta::default()
         }
     };
     (0..len)

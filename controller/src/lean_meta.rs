@@ -6,7 +6,7 @@
 //! `fieldsV1` as a `serde_json::Value` tree) and the timestamps parsed, and then the watchers
 //! copied the few fields the engine keeps out of it. On a real API server `managedFields` is most
 //! of an object's metadata. [`LeanObject`] reads uid, name, namespace, resourceVersion,
-//! ownerReferences, finalizers and whether deletionTimestamp is set; serde skips every other
+//! ownerReferences, finalizers and the creation and deletion timestamps; serde skips every other
 //! field as it scans past it ([`serde::de::IgnoredAny`]: nothing is built), and the kept strings
 //! are moved, not copied, into the engine's [`ObjectMeta`].
 //!
@@ -100,8 +100,7 @@ struct Wire {
     metadata: Option<WireMeta>,
 }
 
-/// The kept fields of `metadata`; labels, annotations, managedFields, timestamps and the rest
-/// are skipped.
+/// The kept fields of `metadata`; labels, annotations, managedFields and the rest are skipped.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct WireMeta {
@@ -118,7 +117,71 @@ struct WireMeta {
     #[serde(default)]
     finalizers: Option<Vec<String>>,
     #[serde(default)]
-    deletion_timestamp: Option<IgnoredAny>,
+    creation_timestamp: Option<Timestamp>,
+    #[serde(default)]
+    deletion_timestamp: Option<Timestamp>,
+}
+
+/// A `metav1.Time` as its seconds since the Unix epoch, if it is an RFC 3339 string (the
+/// server's `2026-11-25T10:00:00Z`); anything else decodes as a time not known, never as an
+/// error: a timestamp is never worth failing a page for, and a `deletionTimestamp` that does
+/// not parse still says the object is being deleted.
+struct Timestamp(Option<i64>);
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Timestamp;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a timestamp")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Timestamp, E> {
+                Ok(Timestamp(s.parse::<k8s_openapi::jiff::Timestamp>().ok().map(|t| t.as_second())))
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Timestamp, E> {
+                Ok(Timestamp(None))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Timestamp, E> {
+                Ok(Timestamp(None))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Timestamp, E> {
+                Ok(Timestamp(None))
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Timestamp, E> {
+                Ok(Timestamp(None))
+            }
+
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Timestamp, E> {
+                Ok(Timestamp(None))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Timestamp, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Timestamp(None))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Timestamp, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Timestamp(None))
+            }
+        }
+
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -167,6 +230,8 @@ impl<'de> Deserialize<'de> for LeanObject {
                 owner_references,
                 finalizers: m.finalizers.unwrap_or_default(),
                 deletion_timestamp: m.deletion_timestamp.is_some(),
+                creation_time: m.creation_timestamp.and_then(|t| t.0),
+                deletion_time: m.deletion_timestamp.and_then(|t| t.0),
             },
         })
     }
@@ -224,6 +289,8 @@ pub fn from_kube_meta(m: &meta::ObjectMeta) -> ObjectMeta {
             .collect(),
         finalizers: m.finalizers.clone().unwrap_or_default(),
         deletion_timestamp: m.deletion_timestamp.is_some(),
+        creation_time: m.creation_timestamp.as_ref().map(|t| t.0.as_second()),
+        deletion_time: m.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
     }
 }
 
@@ -284,6 +351,34 @@ mod tests {
         let broken: LeanObject =
             serde_json::from_str(r#"{"metadata": {"ownerReferences": [{"kind": "X"}]}}"#).unwrap();
         assert_eq!(broken.into_meta().owner_references[0].uid, "");
+    }
+
+    /// Timestamps are read to the second, whatever offset or fraction the server wrote; one
+    /// that is not a timestamp is not known, and never fails the object: a deletionTimestamp
+    /// still says the object is being deleted.
+    #[test]
+    fn timestamps_are_read_to_the_second_and_never_fail_a_page() {
+        let times = |metadata: &str| {
+            let lean: LeanObject =
+                serde_json::from_str(&format!(r#"{{"metadata": {metadata}}}"#)).unwrap();
+            let meta = lean.into_meta();
+            (meta.creation_time, meta.deletion_timestamp, meta.deletion_time)
+        };
+        let full: PartialObjectMeta<DynamicObject> = serde_json::from_str(POD).unwrap();
+        let lean: LeanObject = serde_json::from_str(POD).unwrap();
+        let meta = lean.into_meta();
+        assert_eq!(meta.creation_time, Some(1_795_597_200)); // 2026-11-25T09:00:00Z
+        assert_eq!(meta.deletion_time, Some(1_795_600_800));
+        assert_eq!(from_kube_meta(&full.metadata), meta);
+        assert_eq!(
+            times(r#"{"creationTimestamp": "2026-11-25T10:00:00.999+01:00"}"#),
+            (Some(1_795_597_200), false, None)
+        );
+        for odd in [r#""yesterday""#, "7", "true", "{}", r#"["x"]"#, r#""2026-13-01T00:00:00Z""#] {
+            let metadata = format!(r#"{{"creationTimestamp": {odd}, "deletionTimestamp": {odd}}}"#);
+            assert_eq!(times(&metadata), (None, true, None), "{odd}");
+        }
+        assert_eq!(times(r#"{"deletionTimestamp": null}"#), (None, false, None));
     }
 
     #[test]

@@ -44,6 +44,13 @@ pub struct ObjectMeta {
     pub finalizers: Vec<String>,
     /// Whether `metadata.deletionTimestamp` is set.
     pub deletion_timestamp: bool,
+    /// `metadata.creationTimestamp`, in seconds since the Unix epoch (the API server's clock,
+    /// to the second), if it was set and readable. Only the memory of orphaned owners reads it.
+    pub creation_time: Option<i64>,
+    /// `metadata.deletionTimestamp`, in seconds since the Unix epoch, if it was set and
+    /// readable. [`Self::deletion_timestamp`] says whether the object is being deleted: a
+    /// timestamp that does not parse still means it is.
+    pub deletion_time: Option<i64>,
 }
 
 impl ObjectMeta {

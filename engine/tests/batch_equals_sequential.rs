@@ -88,6 +88,7 @@ fn meta() -> impl Strategy<Value = (usize, ObjectMeta)> {
                 owner_references: owners,
                 finalizers: fins.into_iter().map(|f| FINALIZERS[f].to_string()).collect(),
                 deletion_timestamp: dts,
+                ..ObjectMeta::default()
             };
             (u, meta)
         })

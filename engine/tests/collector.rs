@@ -15,7 +15,9 @@ use kube_gc_engine::absent_owner_cache::AbsentOwnerCache;
 use kube_gc_engine::cluster::{
     ClusterError, DeleteOptions, PatchType, PropagationPolicy, Resource,
 };
-use kube_gc_engine::collector::{Collector, DeleteItemResult, ItemError, Outcome};
+use kube_gc_engine::collector::{
+    Collector, CollectorOptions, DeleteItemResult, ItemError, Outcome,
+};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectReference, OwnerReference,
@@ -99,6 +101,13 @@ impl Env {
             graph_changes.clone(),
         );
         Env { ingester: Ingester::new(graph.clone(), 2), cluster, graph, graph_changes, gc }
+    }
+
+    /// The environment with the collector deciding on observed items from the graph's copy.
+    fn reading_items_from_graph(mut self) -> Env {
+        let options = CollectorOptions { read_items_from_graph: true, ..self.gc.options() };
+        self.gc = self.gc.with_options(options);
+        self
     }
 
     /// Creates `meta` in the cluster (not recorded) and ingests its add event.
@@ -663,7 +672,7 @@ fn an_owner_orphaned_while_its_dependent_is_decided_leaves_the_dependent_orphane
     env.cluster.on_call(move |cluster, call| {
         let rcu = Uid::parse("rcu");
         if call.verb() == Verb::Get && call.name == "rc1" && !during_the_get.contains(rcu) {
-            during_the_get.record(rcu);
+            during_the_get.record(rcu, None);
             cluster.delete_object(&replication_controllers(), "ns1", "rc1");
         }
         None
@@ -684,7 +693,8 @@ fn an_owner_orphaned_while_its_dependent_is_decided_leaves_the_dependent_orphane
 /// solid owner, as upstream classifies it: a Pod created afterwards with a reference to it and
 /// one to an owner that never existed loses only the dangling reference, and stays. (Removing
 /// the orphaned owner's reference first would have left the dangling one alone, and the Pod
-/// deleted.) Once that owner goes, the Pod is orphaned, not collected.
+/// deleted.) Once that owner goes, the Pod is orphaned, not collected: it was created in the
+/// second its owner's deletion began, which the timestamps cannot tell apart from before.
 #[test]
 fn an_orphaned_owner_that_still_exists_keeps_a_new_dependent() {
     let mut env = Env::new();
@@ -707,6 +717,59 @@ fn an_orphaned_owner_that_still_exists_keeps_a_new_dependent() {
     let late = env.cluster.object(&pods(), "ns1", "late").expect("collected, not orphaned");
     assert!(late.owner_references.is_empty(), "{late:?}");
     assert_eq!(env.gc.stats().late_orphans.load(Ordering::Relaxed), 1);
+}
+
+/// The memory of orphaned owners keeps only what the orphaning was meant for: a Pod created a
+/// second after its owner's deletion began (the user asked to orphan what existed then) is
+/// decided as upstream decides it once the owner is gone, and collected. Read live, not from
+/// the graph's copy, which has no creationTimestamp.
+#[test]
+fn a_dependent_created_after_its_orphaned_owners_deletion_is_collected() {
+    let mut env = Env::new().reading_items_from_graph();
+    let rcs = replication_controllers();
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none(), "orphaned, and gone");
+
+    env.cluster.advance_clock(1);
+    let owners = vec![owner_ref(&rcs, "rc1", "rcu", None)];
+    let later = env.cluster.create(&pods(), object(&pods(), "later", "lu", owners)).unwrap();
+    env.observe(EventType::Add, &pods(), later);
+    env.cluster.take_calls();
+    assert_eq!(env.work("lu"), Outcome::Forget);
+    assert!(env.cluster.object(&pods(), "ns1", "later").is_none(), "orphaned, not collected");
+    let calls: Vec<String> = (env.cluster.take_calls().iter())
+        .filter(|c| c.name == "later")
+        .map(|c| c.action())
+        .collect();
+    assert!(calls.first().is_some_and(|c| c.starts_with("get")), "not read live: {calls:?}");
+    assert!(calls.iter().all(|c| !c.starts_with("patch")), "{calls:?}");
+    assert_eq!(env.gc.stats().late_orphans.load(Ordering::Relaxed), 0);
+    assert_eq!(env.gc.stats().created_after_orphaning.load(Ordering::Relaxed), 1);
+}
+
+/// A Pod created before its owner's deletion began, seen only after the orphaning (upstream's
+/// race, #26120), is orphaned: the later second of its decision does not matter, its
+/// creation does.
+#[test]
+fn a_dependent_created_before_its_orphaned_owners_deletion_is_orphaned_when_seen_late() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    let owners = vec![owner_ref(&rcs, "rc1", "rcu", None)];
+    env.cluster.create(&pods(), object(&pods(), "early", "eu", owners)).unwrap();
+    env.cluster.advance_clock(1);
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none(), "orphaned, and gone");
+
+    env.cluster.advance_clock(5);
+    let early = env.cluster.object(&pods(), "ns1", "early").unwrap();
+    env.observe(EventType::Add, &pods(), early);
+    assert_eq!(env.work("eu"), Outcome::Forget);
+    let early = env.cluster.object(&pods(), "ns1", "early").expect("collected, not orphaned");
+    assert!(early.owner_references.is_empty(), "{early:?}");
+    assert_eq!(env.gc.stats().late_orphans.load(Ordering::Relaxed), 1);
+    assert_eq!(env.gc.stats().created_after_orphaning.load(Ordering::Relaxed), 0);
 }
 
 /// The memory of orphaned owners removes references only when they are all the object's: a

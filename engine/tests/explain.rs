@@ -272,7 +272,8 @@ fn a_failing_read_shows_as_retries_with_the_last_error_until_it_succeeds() {
 
 /// The collector's memory of the owners it orphaned, as `attemptToDelete` consults it: an
 /// object whose owners are all orphaned owners, gone, has its references removed rather than
-/// being deleted; while such an owner's orphaning is finishing, nothing is decided yet.
+/// being deleted, unless it was created after their deletion; while such an owner's orphaning
+/// is finishing, nothing is decided yet.
 #[test]
 fn owners_the_collector_orphaned_are_removed_not_collected() {
     let mut env = env();
@@ -284,9 +285,16 @@ fn owners_the_collector_orphaned_are_removed_not_collected() {
     assert_eq!(explained(&env, 2).decision, Decision::Delete { foreground: false });
 
     let orphaned = env.collector.orphaned_owners();
-    orphaned.record(Uid::parse(&uid(1)));
+    let created = env.cluster.object(&pods(), "ns1", "late").unwrap().creation_time.unwrap();
+    orphaned.record(Uid::parse(&uid(1)), Some(created));
     assert!(matches!(explained(&env, 2).decision, Decision::Nothing(_)), "finishing");
     orphaned.confirm(Uid::parse(&uid(1)));
     let decision = explained(&env, 2).decision;
     assert!(matches!(&decision, Decision::RemoveReferences(o) if name(&o[0]) == "gone"));
+
+    // Had the owner's deletion begun a second before the Pod was created, no orphaning was
+    // meant for the Pod: upstream's decision, as the live read of its creation tells.
+    orphaned.record(Uid::parse(&uid(1)), Some(created - 1));
+    orphaned.confirm(Uid::parse(&uid(1)));
+    assert_eq!(explained(&env, 2).decision, Decision::Delete { foreground: false });
 }

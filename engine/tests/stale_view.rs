@@ -30,7 +30,7 @@
 //! run the README reports is `PROPTEST_CASES=100000 cargo test --release -p kube-gc-engine --test
 //! stale_view`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -108,6 +108,8 @@ enum Op {
     /// The watcher is back: the collector is told at once, and what it missed is delivered
     /// later, like any pending event (a resumed watch's backlog in flight).
     Resume { watcher: u8 },
+    /// The API server's clock moves a second on (creation and deletion timestamps).
+    Tick,
 }
 
 /// The resource name of each watcher [`Op::Break`] names.
@@ -130,6 +132,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Prove),
         1 => (0..3u8).prop_map(|watcher| Op::Break { watcher }),
         1 => (0..3u8).prop_map(|watcher| Op::Resume { watcher }),
+        1 => Just(Op::Tick),
     ]
 }
 
@@ -140,8 +143,9 @@ struct Verdicts {
     user: AtomicBool,
     /// Writes upstream would not have made.
     violations: Mutex<Vec<String>>,
-    /// UIDs of owners whose `orphan` finalizer the collector removed.
-    orphaned: Mutex<HashSet<String>>,
+    /// UIDs of owners whose `orphan` finalizer the collector removed, each with its
+    /// deletionTimestamp.
+    orphaned: Mutex<HashMap<String, Option<i64>>>,
     /// Set while the graph lags the cluster (events pending when the workers run).
     lagging: AtomicBool,
     /// The resources whose watcher is broken ([`Op::Break`]).
@@ -335,6 +339,7 @@ impl World {
                 }
             }
             Op::Resume { watcher } => self.resume(WATCHERS[usize::from(watcher)]),
+            Op::Tick => self.cluster.advance_clock(1),
         }
         self.observe_changes();
     }
@@ -661,7 +666,7 @@ fn judge_patch(
                     d.meta.name
                 ));
             }
-            verdicts.orphaned.lock().unwrap().insert(item.uid.clone());
+            verdicts.orphaned.lock().unwrap().insert(item.uid.clone(), item.deletion_time);
         } else {
             let blocking =
                 dependents.iter().filter(|d| d.reference.block_owner_deletion == Some(true));
@@ -710,9 +715,14 @@ fn judge_patch(
     for r in &removed {
         let class = classify(cluster, item, r);
         let owner_orphaning = owner_being_orphaned(cluster, item, r);
-        // The memory of orphaned owners removes a reference only once its owner is gone.
-        let orphaned_and_gone =
-            class == Class::Dangling && verdicts.orphaned.lock().unwrap().contains(&r.uid);
+        // The memory of orphaned owners removes a reference only once its owner is gone, and
+        // only from an object created no later than the owner's deletion (both known).
+        let deleted_at = verdicts.orphaned.lock().unwrap().get(&r.uid).copied();
+        let created_after = matches!(
+            (item.creation_time, deleted_at.flatten()),
+            (Some(c), Some(d)) if c > d
+        );
+        let orphaned_and_gone = class == Class::Dangling && deleted_at.is_some() && !created_after;
         let ok = (has_solid && class != Class::Solid) || owner_orphaning || orphaned_and_gone;
         if !ok {
             return Err(format!(

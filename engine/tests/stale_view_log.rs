@@ -13,7 +13,8 @@
 //! moment, would make that same write (DESIGN.md "Safety model", GC-SPEC.md §3-5); a write
 //! racing a change made during its item is accepted only as upstream's own race (see
 //! [`upstream_race`]). After the history everything is delivered, the workers run to
-//! quiescence and liveness is checked: no GC finalizer left, no garbage left unless orphaned.
+//! quiescence and liveness is checked: no GC finalizer left, no garbage left unless the
+//! orphaning kept it.
 //!
 //! `PROPTEST_CASES` scales the run (default 2000, ~1.5 s in debug when passing); a failure
 //! shrinks to a minimal history. The minimal histories found against the code before the
@@ -105,6 +106,8 @@ enum Op {
     RemoveRef { slot: usize, index: usize },
     /// A user deletes the object with a propagation policy.
     Delete { slot: usize, policy: Option<PropagationPolicy> },
+    /// The API server's clock moves a second on (creation and deletion timestamps).
+    Tick,
     /// Another controller adds or removes its finalizer.
     Finalizer { slot: usize, add: bool },
     /// A user sets `orphan` (else `foregroundDeletion`) on an object not being deleted: its
@@ -162,6 +165,7 @@ fn user_op() -> impl Strategy<Value = Op> {
         1 => (0..n, any::<bool>()).prop_map(|(slot, add)| Op::Finalizer { slot, add }),
         1 => (0..n, any::<bool>(), prop::bool::weighted(0.7))
             .prop_map(|(slot, orphan, add)| Op::GcFinalizer { slot, orphan, add }),
+        1 => Just(Op::Tick),
     ]
 }
 
@@ -188,6 +192,16 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The owners whose `orphan` finalizer the collector removed, by UID, each with its
+/// deletionTimestamp.
+type Orphaned = HashMap<String, Option<i64>>;
+
+/// Whether an object created at `created` came after an owner deleted at `deleted`: in a later
+/// second, both known (what the memory of orphaned owners does not keep).
+fn created_after(created: Option<i64>, deleted: Option<i64>) -> bool {
+    matches!((created, deleted), (Some(c), Some(d)) if c > d)
+}
+
 /// What the oracle remembers across calls.
 #[derive(Default)]
 struct OracleState {
@@ -195,8 +209,9 @@ struct OracleState {
     violations: Vec<String>,
     /// UIDs of owners whose `orphan` finalizer the collector removed: the engine may later
     /// remove references to them (its bounded orphan memory, beyond upstream and safe: the
-    /// user asked for those dependents to be kept).
-    orphaned: HashSet<String>,
+    /// user asked for those dependents to be kept), from objects created no later than the
+    /// owner's deletion.
+    orphaned: Orphaned,
     /// Cluster-scoped objects upstream may have forgotten for an invalid reference (see
     /// [`OracleState::note_invalid`]), by UID.
     forgotten: HashMap<String, Forgotten>,
@@ -330,7 +345,7 @@ fn upstream_race(
     window: &[Seen],
     now: &Seen,
     call: &Call,
-    orphaned: &mut HashSet<String>,
+    orphaned: &mut Orphaned,
 ) -> Option<Race> {
     // A DELETE retried after a conflict (the object read again, its owner references
     // unchanged) carries the decision of the first attempt, as upstream's retry does.
@@ -575,7 +590,7 @@ fn judge(
     state: &State,
     observed: &Observed,
     call: &Call,
-    orphaned: &mut HashSet<String>,
+    orphaned: &mut Orphaned,
 ) -> Option<String> {
     judge_at(state, observed, call, orphaned, true)
 }
@@ -586,7 +601,7 @@ fn judge_at(
     state: &State,
     observed: &Observed,
     call: &Call,
-    orphaned: &mut HashSet<String>,
+    orphaned: &mut Orphaned,
     versions: bool,
 ) -> Option<String> {
     let live = written(state, call, versions)?;
@@ -692,7 +707,7 @@ fn judge_patch(
     observed: &Observed,
     live: &ObjectMeta,
     next: &ObjectMeta,
-    orphaned: &mut HashSet<String>,
+    orphaned: &mut Orphaned,
 ) -> Option<String> {
     let count =
         |m: &ObjectMeta, uid: &str| m.owner_references.iter().filter(|r| r.uid == uid).count();
@@ -747,7 +762,8 @@ fn judge_patch(
             && has_solid
             && classes.iter().all(|(_, c)| *c != Class::Invalid);
         // The memory of orphaned owners removes a reference only once its owner is gone.
-        let orphaned_and_gone = class == Class::Dangling && orphaned.contains(&r.uid);
+        let orphaned_and_gone = class == Class::Dangling
+            && orphaned.get(&r.uid).is_some_and(|&d| !created_after(live.creation_time, d));
         if !dangling_beside_solid && !is_orphaning(state, r) && !orphaned_and_gone {
             return Some(format!(
                 "patch removes the {class:?} reference to {} (a solid owner: {has_solid})",
@@ -777,7 +793,7 @@ fn judge_patch(
                     "patch removes orphan while dependents {left:?} still reference it"
                 ));
             }
-            orphaned.insert(live.uid.clone());
+            orphaned.insert(live.uid.clone(), live.deletion_time);
         } else if f == FINALIZER_DELETE_DEPENDENTS {
             let left = observed_dependents(state, observed, &live.uid, true);
             if !left.is_empty() {
@@ -927,6 +943,7 @@ impl Users {
                 let _ = cluster.delete_as_client(res, ns_of(res), name, &options);
             }
             Op::Finalizer { slot, add } => self.set_finalizer(cluster, *slot, KEEP, *add),
+            Op::Tick => cluster.advance_clock(1),
             Op::GcFinalizer { slot, orphan, add } => {
                 let f = if *orphan { FINALIZER_ORPHAN } else { FINALIZER_DELETE_DEPENDENTS };
                 self.set_finalizer(cluster, *slot, f, *add);
@@ -1462,7 +1479,8 @@ impl World {
 
     /// Liveness on the settled cluster: no GC finalizer left (its condition is met once the
     /// workers are idle), and no garbage left (an object whose owners are all absent) unless
-    /// it refers to an owner the collector orphaned.
+    /// it refers to an owner the collector orphaned, and was created no later than its
+    /// deletion.
     fn liveness(&self) -> Vec<String> {
         let state = State::of(&self.cluster);
         let (orphaned, forgotten) = {
@@ -1497,7 +1515,9 @@ impl World {
                 && !forgotten.contains(&m.uid)
                 && !m.owner_references.is_empty()
                 && m.owner_references.iter().all(|r| {
-                    classify(&state, &m, r) == Class::Dangling && !orphaned.contains(&r.uid)
+                    let kept_by_orphaning =
+                        orphaned.get(&r.uid).is_some_and(|&d| !created_after(m.creation_time, d));
+                    classify(&state, &m, r) == Class::Dangling && !kept_by_orphaning
                 });
             if garbage {
                 problems.push(format!(
@@ -2093,7 +2113,7 @@ fn the_graph_race_needs_a_view_without_the_blocking_dependent() {
         observed,
         interjected: false,
     };
-    let mut orphaned = HashSet::new();
+    let mut orphaned = Orphaned::new();
     let now = seen(view(&[dependent_uid]), Some(call.clone()));
     assert!(judge(&now.state, &now.observed, &call, &mut orphaned).is_some(), "not refused");
     let always_held = [seen(view(&[dependent_uid]), None)];

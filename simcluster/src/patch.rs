@@ -172,6 +172,9 @@ pub(crate) fn object_meta(obj: &Value) -> Result<ObjectMeta> {
     let text = |key: &str| {
         meta.and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned()
     };
+    let time = |key: &str| {
+        meta.and_then(|m| m.get(key)).and_then(Value::as_str).and_then(crate::time::parse_rfc3339)
+    };
     let owner_references = match meta.and_then(|m| m.get("ownerReferences")) {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => items
@@ -195,6 +198,8 @@ pub(crate) fn object_meta(obj: &Value) -> Result<ObjectMeta> {
         deletion_timestamp: meta
             .and_then(|m| m.get("deletionTimestamp"))
             .is_some_and(|v| !v.is_null()),
+        creation_time: time("creationTimestamp"),
+        deletion_time: time("deletionTimestamp"),
     })
 }
 

@@ -80,6 +80,12 @@ fn engine_meta(meta: &Value) -> ObjectMeta {
             .collect(),
         finalizers: meta["finalizers"].as_array().into_iter().flatten().map(s).collect(),
         deletion_timestamp: meta["deletionTimestamp"].is_string(),
+        creation_time: meta["creationTimestamp"]
+            .is_string()
+            .then(|| seconds(meta, "creationTimestamp")),
+        deletion_time: meta["deletionTimestamp"]
+            .is_string()
+            .then(|| seconds(meta, "deletionTimestamp")),
     }
 }
 

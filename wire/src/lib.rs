@@ -226,6 +226,9 @@ fn lean_meta(m: Option<messages::LeanObjectMeta>) -> ObjectMeta {
             .collect(),
         finalizers: m.finalizers.into_iter().map(|f| text(Some(f))).collect(),
         deletion_timestamp: m.deletion_timestamp.is_some(),
+        // A Time without its seconds is one no server sends: not known, rather than 1970.
+        creation_time: m.creation_timestamp.and_then(|t| t.seconds),
+        deletion_time: m.deletion_timestamp.and_then(|t| t.seconds),
     }
 }
 

@@ -96,6 +96,9 @@ pub struct LeanObjectMeta {
     /// `metadata.resourceVersion`.
     #[prost(bytes = "vec", optional, tag = "6")]
     pub resource_version: Option<Vec<u8>>,
+    /// `metadata.creationTimestamp`.
+    #[prost(message, optional, tag = "8")]
+    pub creation_timestamp: Option<Time>,
     /// `metadata.deletionTimestamp`: set once the object is being deleted.
     #[prost(message, optional, tag = "9")]
     pub deletion_timestamp: Option<Time>,

@@ -68,6 +68,8 @@ fn engine_meta(i: usize, deleting: bool) -> kube_gc_engine::ObjectMeta {
         }],
         finalizers: if deleting { vec!["foregroundDeletion".into()] } else { vec![] },
         deletion_timestamp: deleting,
+        creation_time: Some(1_700_000_000),
+        deletion_time: deleting.then_some(1_700_000_100),
     }
 }
 
@@ -104,6 +106,31 @@ fn the_last_page_has_no_continue_token_and_absent_fields_are_zero_values() {
     assert_eq!(page.continue_token, None);
     assert_eq!(page.resource_version, "");
     assert_eq!(page.items, vec![kube_gc_engine::ObjectMeta::default()]);
+}
+
+/// A Time without its seconds (no server sends one) is a time not known, not 1970; a
+/// deletionTimestamp of any shape still says the object is being deleted.
+#[test]
+fn a_time_without_seconds_is_not_known() {
+    let no_seconds = Some(Time { seconds: None, nanos: Some(5) });
+    let list = PartialObjectMetadataList {
+        metadata: None,
+        items: vec![PartialObjectMetadata {
+            metadata: Some(messages::ObjectMeta {
+                creation_timestamp: no_seconds,
+                deletion_timestamp: no_seconds,
+                ..Default::default()
+            }),
+        }],
+    };
+    let OrStatus::Ok(page) = decode_list(encode_list(&list).into()).unwrap() else {
+        panic!("a list");
+    };
+    let meta = &page.items[0];
+    assert_eq!(
+        (meta.creation_time, meta.deletion_timestamp, meta.deletion_time),
+        (None, true, None)
+    );
 }
 
 #[test]

@@ -34,6 +34,9 @@ fn dep() -> ObjectMeta {
         }],
         finalizers: vec!["example.com/keep".into(), "foregroundDeletion".into()],
         deletion_timestamp: true,
+        // 2026-11-25T13:45:39Z: the seconds of the protobuf Time.
+        creation_time: Some(1_795_614_339),
+        deletion_time: Some(1_795_614_339),
     }
 }
 
@@ -43,6 +46,7 @@ fn owner(resource_version: &str) -> ObjectMeta {
         name: "owner".into(),
         namespace: "wire".into(),
         resource_version: resource_version.into(),
+        creation_time: Some(1_795_614_338),
         ..Default::default()
     }
 }

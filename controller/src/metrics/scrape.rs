@@ -313,6 +313,16 @@ impl Collector for ScrapeTime {
                 &stats.foreground_deletions_past_catch_up_timeout,
             ),
             (
+                "kube_gc_late_orphans",
+                "References to owners this collector orphaned, removed from dependents seen too late to be orphaned with the others (--orphaned-owners-memory)",
+                &stats.late_orphans,
+            ),
+            (
+                "kube_gc_created_after_orphaning",
+                "Dependents seen too late to be orphaned but created after their orphaned owners' deletion, decided as upstream decides them (collected)",
+                &stats.created_after_orphaning,
+            ),
+            (
                 "kube_gc_stale_view_conflicts",
                 "Writes decided from the graph's copy of an object refused because it had changed (decided again from a live read)",
                 &stats.stale_view_conflicts,

@@ -25,6 +25,8 @@ fn meta(name: &str, rv: &str) -> ObjectMeta {
         resource_version: rv.into(),
         finalizers: vec!["orphan".into()],
         deletion_timestamp: true,
+        creation_time: Some(1_704_067_199),
+        deletion_time: Some(1_704_067_200),
         ..Default::default()
     }
 }
@@ -37,7 +39,8 @@ fn proto_object(name: &str, rv: &str) -> Vec<u8> {
             namespace: Some("ns".into()),
             resource_version: Some(rv.into()),
             finalizers: vec!["orphan".into()],
-            deletion_timestamp: Some(messages::Time { seconds: Some(1), nanos: None }),
+            creation_timestamp: Some(messages::Time { seconds: Some(1_704_067_199), nanos: None }),
+            deletion_timestamp: Some(messages::Time { seconds: Some(1_704_067_200), nanos: None }),
             labels: [("app".to_owned(), "x".to_owned())].into(),
             ..Default::default()
         }),
@@ -47,7 +50,7 @@ fn proto_object(name: &str, rv: &str) -> Vec<u8> {
 
 fn json_object(name: &str, rv: &str) -> String {
     format!(
-        r#"{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}","resourceVersion":"{rv}","labels":{{"app":"x"}},"finalizers":["orphan"],"deletionTimestamp":"2024-01-01T00:00:00Z"}}}}"#
+        r#"{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}","resourceVersion":"{rv}","labels":{{"app":"x"}},"finalizers":["orphan"],"creationTimestamp":"2023-12-31T23:59:59Z","deletionTimestamp":"2024-01-01T00:00:00Z"}}}}"#
     )
 }
 

@@ -45,6 +45,7 @@ pub fn all() -> Vec<Scenario> {
         cascading_deletion,
         create_with_non_existent_owner,
         orphaning,
+        dependent_created_after_an_orphaning_deletion,
         legacy_default_orphan_kinds,
         stressing_cascading_deletion,
         solid_owner_does_not_block_waiting_owner,
@@ -126,6 +127,32 @@ pub async fn orphaning(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
         Wait::DEFAULT,
     )
     .await
+}
+
+/// An orphaning deletion of an owner another finalizer holds, and a Pod created a second
+/// after it with a reference to that owner: the orphaning was asked for before the Pod
+/// existed, and was not for it. It stays while the owner does (a live owner), and once the
+/// owner goes it is garbage, under both collectors (kube-gc's memory of orphaned owners reads
+/// its creationTimestamp against the owner's deletionTimestamp), while a Pod that existed at
+/// the deletion is orphaned.
+pub async fn dependent_created_after_an_orphaning_deletion(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    cx.create("held", Kind::rc(), rc(&[], &["example.com/hold"])).await?;
+    let held = rc_ref(cx, "held");
+    cx.create("before", Kind::pod(), pod(std::slice::from_ref(&held), &[])).await?;
+    cx.wait_observed(&["before"], Duration::from_secs(60)).await?;
+    cx.delete("held", Del::Orphan).await?;
+    let orphaned = [("held", "deleting fin=[example.com/hold]"), ("before", "live")];
+    cx.expect("orphaned", &orphaned, Wait::DEFAULT).await?;
+    // creationTimestamp and deletionTimestamp are to the second: a later one.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    cx.create("after", Kind::pod(), pod(&[held], &[])).await?;
+    cx.wait_observed(&["after"], Duration::from_secs(60)).await?;
+    let owners_held = format!("live owners=[{RC}/held]");
+    let kept = [orphaned[0], orphaned[1], ("after", &owners_held)];
+    cx.expect("kept by a live owner", &kept, Wait::HOLD).await?;
+    cx.clear_finalizers("held").await?;
+    cx.expect("final", &[("held", "gone"), ("before", "live"), ("after", "gone")], Wait::DEFAULT)
+        .await
 }
 
 /// Deleting with no options orphans for the legacy kinds whose default policy is

@@ -3,7 +3,7 @@
 //! Upstream: `garbagecollector.go` (`attemptToDeleteWorker`, `attemptToDeleteItem`,
 //! `processDeletingDependentsItem`); GC-SPEC.md §3.
 
-use super::orphaned_owners::Orphaning;
+use super::orphaned_owners::Judgement;
 use super::{Collector, HeldDecision, ItemError, Outcome, REASON_OTHER, REASON_VERIFY, View};
 use crate::cluster::{Cluster, ClusterError, PropagationPolicy};
 use crate::error::IngestError;
@@ -204,8 +204,17 @@ impl<C: Cluster> Collector<C> {
         let mut c = self.classify_references(classified_as, &owners).await?;
         tracing::trace!(item = %identity, solid = ?c.solid, dangling = ?c.dangling, waiting = ?c.waiting_for_dependents_deletion, "classify item's references");
         let dangling: Vec<crate::Uid> = c.dangling.iter().map(|o| o.uid).collect();
-        let judged = self.orphaned.judge(owners.iter().map(|o| o.uid), &dangling);
-        if judged == Some(Orphaning::Finishing) {
+        let judged =
+            self.orphaned.judge(owners.iter().map(|o| o.uid), &dangling, latest.creation_time);
+        if from_graph && judged != Judgement::Upstream {
+            // An owner was remembered after `observed_state` chose the graph's copy, which has
+            // no creationTimestamp: decide again, from a live read (a later write, never
+            // another).
+            return Err(ItemError::Other(format!(
+                "an owner of {identity} was orphaned while it was being decided"
+            )));
+        }
+        if judged == Judgement::Wait {
             // An owner found gone while its orphaning removes the finalizer: if that removal
             // let it go, this item is one the orphaning would have patched; if someone else
             // did first, it is upstream's to collect. Not known yet: decide again later (a
@@ -214,7 +223,13 @@ impl<C: Cluster> Collector<C> {
                 "an owner of {identity} is gone while its orphaning finishes"
             )));
         }
-        if judged == Some(Orphaning::Done) {
+        if judged == Judgement::CreatedAfterDeletion {
+            // Created after an owner's deletion was asked for: no orphaning was meant for it,
+            // and upstream's decision below stands (see `OrphanedOwners`).
+            tracing::debug!(item = %identity, owners = ?dangling, "created after its orphaned owners' deletion, decided as upstream decides it");
+            self.stats.created_after_orphaning.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if judged == Judgement::RemoveReferences {
             let late = dangling;
             // Owners this collector orphaned, gone now, are all this item names: it was not
             // in the graph when they were orphaned (or its reference came later). Remove those
@@ -420,6 +435,11 @@ impl<C: Cluster> Collector<C> {
             // graph may still lag, so decide from a live read this time.
             return None;
         }
+        if item.owners.iter().any(|o| self.orphaned.contains(o.uid)) {
+            // The memory of orphaned owners may be asked, and it reads the object's
+            // creationTimestamp, which the graph does not keep.
+            return None;
+        }
         let resource_version = item.resource_version?;
         self.stats.item_reads_saved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(ObjectMeta {
@@ -430,6 +450,8 @@ impl<C: Cluster> Collector<C> {
             owner_references: item.owners.iter().map(patch::owner_ref_to_api).collect(),
             finalizers: Vec::new(),
             deletion_timestamp: false,
+            creation_time: None,
+            deletion_time: None,
         })
     }
 

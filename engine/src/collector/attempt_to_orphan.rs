@@ -57,11 +57,14 @@ impl<C: Cluster> Collector<C> {
         // (the API server then drops `orphan`), or it may be gone: orphaning its dependents
         // then would be a write no decision on the live state makes. One GET per orphaned
         // owner, not per dependent.
-        match self.get_object(&owner.identity).await {
+        let deleted_at = match self.get_object(&owner.identity).await {
             Ok(Ok(live))
                 if live.uid == owner.identity.uid.to_string()
                     && live.deletion_timestamp
-                    && live.has_finalizer(FINALIZER_ORPHAN) => {}
+                    && live.has_finalizer(FINALIZER_ORPHAN) =>
+            {
+                live.deletion_time
+            }
             Ok(Ok(_)) | Ok(Err(ClusterError::NotFound)) => {
                 tracing::debug!(owner = %owner.identity, "owner no longer being orphaned, skipping attemptToOrphan");
                 return Outcome::Forget;
@@ -74,7 +77,7 @@ impl<C: Cluster> Collector<C> {
                 tracing::warn!(owner = %owner.identity, error = %e, "cannot read the owner to orphan");
                 return Outcome::Requeue;
             }
-        }
+        };
         let dependents: Vec<ObjectReference> = self
             .graph
             .dependents(key.uid)
@@ -96,7 +99,7 @@ impl<C: Cluster> Collector<C> {
         // write upstream would not make.
         // The guard forgets the owner unless confirmed: on NotThere, on an error, and if this
         // future panics or is dropped mid-removal.
-        let orphaning = self.orphaned.begin(owner.identity.uid);
+        let orphaning = self.orphaned.begin(owner.identity.uid, deleted_at);
         match self.remove_finalizer(&owner.identity, FINALIZER_ORPHAN).await {
             Ok(FinalizerRemoval::Removed) => {
                 orphaning.confirm();

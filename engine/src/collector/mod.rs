@@ -46,7 +46,7 @@ pub use absence_proofs::{ProofRound, ProofWaits};
 pub use attempt_to_delete::DeleteItemResult;
 pub(crate) use attempt_to_delete::{OwnerClasses, Verdict};
 pub use lagging_watchers::{Admission, HeldDecision, LaggingWatchers};
-pub use orphaned_owners::{FinishingOrphaning, OrphanedOwners, Orphaning};
+pub use orphaned_owners::{FinishingOrphaning, Judgement, OrphanedOwners, Orphaning};
 
 /// What a worker does with an item after processing it (upstream's `forgetItem` /
 /// `requeueItem`).
@@ -164,6 +164,10 @@ pub struct CollectorStats {
     /// References to owners this collector orphaned, removed from dependents seen too late
     /// to be orphaned with the others ([`OrphanedOwners`]).
     pub late_orphans: AtomicU64,
+    /// Objects seen too late to be orphaned whose owners were all orphaned by this collector,
+    /// but created after one of those owners was deleted: decided as upstream decides them
+    /// ([`Judgement::CreatedAfterDeletion`]).
+    pub created_after_orphaning: AtomicU64,
     /// Items deferred until synced ([`CollectorOptions::early_collection`]).
     pub deferred_until_synced: AtomicU64,
     /// Orphanings held while a watcher was behind ([`LaggingWatchers`]).

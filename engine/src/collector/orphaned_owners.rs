@@ -30,6 +30,19 @@
 //! is not known yet. An owner gone because its orphaning removed the finalizer was remembered
 //! before it went, so before any read found it absent: the dependent is never collected for
 //! it.
+//!
+//! Only for dependents the orphaning would have covered: each remembered owner carries its
+//! `deletionTimestamp`, and a dependent created after it (its `creationTimestamp`, strictly
+//! later, both to the second and from the API server's clock) came after the user asked for the
+//! orphaning, so no orphaning of that owner, upstream's or this one, was ever meant to keep
+//! it. It is decided as upstream decides it: its owners gone, it is garbage. That delete is
+//! upstream's own verdict on the live object, the one upstream makes whenever its graph missed
+//! a dependent, so the narrowing adds no write upstream would not make. The same second (an
+//! order the timestamps cannot tell) or a timestamp not known keeps the memory's answer: keep
+//! the object, remove the references. A reference added later to an object created before the
+//! deletion is still orphaned (creation is all the timestamps tell). The two timestamps may
+//! come from different API servers' clocks; a skew between them only moves a dependent from
+//! the memory's answer to upstream's, never to a write upstream would not make.
 
 use lru::LruCache;
 
@@ -43,7 +56,33 @@ pub const DEFAULT_CAPACITY: usize = 1 << 16;
 /// (or is removing).
 pub struct OrphanedOwners {
     capacity: usize,
-    entries: Mutex<LruCache<Uid, Orphaning>>,
+    entries: Mutex<LruCache<Uid, Entry>>,
+}
+
+/// A remembered owner.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    state: Orphaning,
+    /// The owner's `deletionTimestamp` (Unix seconds), if its live read gave one.
+    deleted_at: Option<i64>,
+}
+
+/// What the memory says of an object whose owners a decision has classified
+/// ([`OrphanedOwners::judge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Judgement {
+    /// Nothing: upstream's decision stands.
+    Upstream,
+    /// An owner found gone is finishing its orphaning: decide again later.
+    Wait,
+    /// Every owner is one the collector orphaned, gone, and the object was created no later
+    /// than their deletion (or when is not known): remove the references, the write their
+    /// orphaning would have made.
+    RemoveReferences,
+    /// Every owner is one the collector orphaned, gone, but the object was created after one
+    /// of them was deleted: no orphaning was meant for it, and upstream's decision stands (it
+    /// is garbage).
+    CreatedAfterDeletion,
 }
 
 /// How far the collector's orphaning of a remembered owner has got.
@@ -101,29 +140,31 @@ impl OrphanedOwners {
         OrphanedOwners { capacity, entries: Mutex::new(LruCache::unbounded()) }
     }
 
-    /// Remembers that the orphaning of the owner `uid` is removing its finalizer.
-    pub fn record(&self, uid: Uid) {
+    /// Remembers that the orphaning of the owner `uid`, whose `deletionTimestamp` is
+    /// `deleted_at` (Unix seconds) if known, is removing its finalizer.
+    pub fn record(&self, uid: Uid, deleted_at: Option<i64>) {
         if self.capacity == 0 {
             return;
         }
         let mut entries = self.entries.lock();
-        entries.put(uid, Orphaning::Finishing);
+        entries.put(uid, Entry { state: Orphaning::Finishing, deleted_at });
         while entries.len() > self.capacity {
             entries.pop_lru();
         }
     }
 
-    /// Remembers the owner `uid` as [`Orphaning::Finishing`] for as long as the returned guard
-    /// lives (see [`FinishingOrphaning`]).
-    pub fn begin(&self, uid: Uid) -> FinishingOrphaning<'_> {
-        self.record(uid);
+    /// Remembers the owner `uid` (deleted at `deleted_at`, see [`Self::record`]) as
+    /// [`Orphaning::Finishing`] for as long as the returned guard lives (see
+    /// [`FinishingOrphaning`]).
+    pub fn begin(&self, uid: Uid, deleted_at: Option<i64>) -> FinishingOrphaning<'_> {
+        self.record(uid, deleted_at);
         FinishingOrphaning { owners: self, uid, confirmed: false }
     }
 
     /// The orphaning of the owner `uid` removed its finalizer (if still remembered).
     pub fn confirm(&self, uid: Uid) {
-        if let Some(state) = self.entries.lock().get_mut(&uid) {
-            *state = Orphaning::Done;
+        if let Some(entry) = self.entries.lock().get_mut(&uid) {
+            entry.state = Orphaning::Done;
         }
     }
 
@@ -134,28 +175,45 @@ impl OrphanedOwners {
 
     /// How far the collector's orphaning of the owner `uid` has got, if it is remembered.
     pub fn state(&self, uid: Uid) -> Option<Orphaning> {
-        self.entries.lock().get(&uid).copied()
+        self.entries.lock().get(&uid).map(|e| e.state)
     }
 
-    /// What the memory says of an object whose owner references name `owners` (their UIDs),
-    /// `dangling` those a read found absent: [`Orphaning::Finishing`] if one of those is
-    /// finishing its orphaning (decide again later); [`Orphaning::Done`] if every owner is one
-    /// the collector orphaned, gone (remove their references, the write the orphaning would
-    /// have made); `None` otherwise (upstream's decision). attemptToDelete and `explain` both
-    /// ask it.
+    /// What the memory says of an object created at `created` (Unix seconds, if known) whose
+    /// owner references name `owners` (their UIDs), `dangling` those a read found absent (see
+    /// [`Judgement`]): [`Judgement::Wait`] if one of those is finishing its orphaning; when
+    /// every owner is one the collector orphaned, gone, [`Judgement::CreatedAfterDeletion`] if
+    /// the object was created in a later second than one of them was deleted, else
+    /// [`Judgement::RemoveReferences`]; [`Judgement::Upstream`] otherwise. attemptToDelete and
+    /// `explain` both ask it.
     pub fn judge(
         &self,
         owners: impl IntoIterator<Item = Uid>,
         dangling: &[Uid],
-    ) -> Option<Orphaning> {
-        if dangling.iter().any(|uid| self.state(*uid) == Some(Orphaning::Finishing)) {
-            return Some(Orphaning::Finishing);
+        created: Option<i64>,
+    ) -> Judgement {
+        let entries: Vec<Option<Entry>> = {
+            let mut memory = self.entries.lock();
+            dangling.iter().map(|uid| memory.get(uid).copied()).collect()
+        };
+        if entries.iter().flatten().any(|e| e.state == Orphaning::Finishing) {
+            return Judgement::Wait;
         }
+        let done = |uid: &Uid| {
+            let i = dangling.iter().position(|d| d == uid)?;
+            entries[i].filter(|e| e.state == Orphaning::Done)
+        };
         let mut owners = owners.into_iter().peekable();
-        owners.peek()?;
-        owners
-            .all(|uid| dangling.contains(&uid) && self.state(uid) == Some(Orphaning::Done))
-            .then_some(Orphaning::Done)
+        if owners.peek().is_none() {
+            return Judgement::Upstream;
+        }
+        let mut created_after = false;
+        for uid in owners {
+            let Some(entry) = done(&uid) else { return Judgement::Upstream };
+            if let (Some(created), Some(deleted)) = (created, entry.deleted_at) {
+                created_after |= created > deleted;
+            }
+        }
+        if created_after { Judgement::CreatedAfterDeletion } else { Judgement::RemoveReferences }
     }
 
     /// Whether the owner `uid` is remembered (finishing or done).
@@ -182,40 +240,62 @@ mod tests {
     fn remembers_at_most_its_capacity_least_recently_used_out() {
         let set = OrphanedOwners::new(2);
         let (a, b, c) = (Uid::from_u128(1), Uid::from_u128(2), Uid::from_u128(3));
-        set.record(a);
-        set.record(b);
+        set.record(a, None);
+        set.record(b, None);
         assert!(set.contains(a)); // a is now the most recently used
-        set.record(c);
+        set.record(c, None);
         assert!(set.contains(a) && set.contains(c) && !set.contains(b));
         assert_eq!(set.len(), 2);
         let none = OrphanedOwners::new(0);
-        none.record(a);
+        none.record(a, None);
         assert!(none.is_empty());
     }
 
-    /// Finishing wins whenever a dangling owner is finishing; Done only when every owner is
-    /// a dangling, done one; nothing for an object with no owner or any other owner.
+    /// Wait whenever a dangling owner is finishing; the references go only when every owner
+    /// is a dangling, done one; nothing for an object with no owner or any other owner.
     #[test]
-    fn judge_says_done_only_when_every_owner_is_an_orphaned_owner_gone() {
+    fn judge_removes_references_only_when_every_owner_is_an_orphaned_owner_gone() {
         let set = OrphanedOwners::new(8);
         let (a, b, other) = (Uid::from_u128(1), Uid::from_u128(2), Uid::from_u128(3));
-        set.record(a);
-        set.record(b);
+        set.record(a, None);
+        set.record(b, None);
         set.confirm(a);
-        assert_eq!(set.judge([a, b], &[a, b]), Some(Orphaning::Finishing));
+        assert_eq!(set.judge([a, b], &[a, b], None), Judgement::Wait);
         set.confirm(b);
-        assert_eq!(set.judge([a, b, a], &[a, b, a]), Some(Orphaning::Done));
-        assert_eq!(set.judge([a, other], &[a, other]), None, "another dangling owner");
-        assert_eq!(set.judge([a, other], &[a]), None, "a solid owner");
-        assert_eq!(set.judge([a], &[]), None, "the orphaned owner still exists");
-        assert_eq!(set.judge([], &[]), None);
+        assert_eq!(set.judge([a, b, a], &[a, b, a], None), Judgement::RemoveReferences);
+        let upstream = Judgement::Upstream;
+        assert_eq!(set.judge([a, other], &[a, other], None), upstream, "another dangling owner");
+        assert_eq!(set.judge([a, other], &[a], None), upstream, "a solid owner");
+        assert_eq!(set.judge([a], &[], None), upstream, "the orphaned owner still exists");
+        assert_eq!(set.judge([], &[], None), upstream);
+    }
+
+    /// An object created in a later second than an owner's deletion was never the orphaning's
+    /// to keep; the same second, an earlier one, or a time not known on either side is.
+    #[test]
+    fn judge_leaves_an_object_created_after_its_owners_deletion_to_upstream() {
+        let set = OrphanedOwners::new(8);
+        let (a, b, unknown) = (Uid::from_u128(1), Uid::from_u128(2), Uid::from_u128(3));
+        for (uid, deleted_at) in [(a, Some(100)), (b, Some(200)), (unknown, None)] {
+            set.begin(uid, deleted_at).confirm();
+        }
+        let judge = |owners: &[Uid], created| set.judge(owners.iter().copied(), owners, created);
+        assert_eq!(judge(&[a], Some(101)), Judgement::CreatedAfterDeletion);
+        assert_eq!(judge(&[a], Some(100)), Judgement::RemoveReferences, "the same second");
+        assert_eq!(judge(&[a], Some(99)), Judgement::RemoveReferences);
+        assert_eq!(judge(&[a], None), Judgement::RemoveReferences, "creation not known");
+        assert_eq!(judge(&[unknown], Some(i64::MAX)), Judgement::RemoveReferences);
+        assert_eq!(judge(&[a, b], Some(150)), Judgement::CreatedAfterDeletion, "after a's");
+        assert_eq!(judge(&[b, a], Some(150)), Judgement::CreatedAfterDeletion, "in any order");
+        assert_eq!(judge(&[a, b], Some(100)), Judgement::RemoveReferences);
+        assert_eq!(judge(&[a, unknown], Some(150)), Judgement::CreatedAfterDeletion);
     }
 
     #[test]
     fn an_orphaning_is_finishing_until_confirmed() {
         let set = OrphanedOwners::new(4);
         let (a, b) = (Uid::from_u128(1), Uid::from_u128(2));
-        set.record(a);
+        set.record(a, None);
         assert_eq!(set.state(a), Some(Orphaning::Finishing));
         set.confirm(a);
         assert_eq!(set.state(a), Some(Orphaning::Done));
@@ -229,11 +309,11 @@ mod tests {
     fn an_orphaning_guard_forgets_its_owner_unless_confirmed() {
         let set = OrphanedOwners::new(4);
         let (a, b) = (Uid::from_u128(1), Uid::from_u128(2));
-        let orphaning = set.begin(a);
+        let orphaning = set.begin(a, None);
         assert_eq!(set.state(a), Some(Orphaning::Finishing));
         orphaning.confirm();
         assert_eq!(set.state(a), Some(Orphaning::Done));
-        let abandoned = set.begin(b);
+        let abandoned = set.begin(b, None);
         assert_eq!(set.state(b), Some(Orphaning::Finishing));
         drop(abandoned);
         assert_eq!(set.state(b), None, "an unconfirmed orphaning stays finishing");

@@ -11,10 +11,10 @@
 use std::collections::HashSet;
 
 use crate::cluster::{Cluster, ClusterError};
-use crate::collector::{Collector, HeldDecision, Orphaning, OwnerClasses, Verdict};
+use crate::collector::{Collector, HeldDecision, Judgement, OwnerClasses, Verdict};
 use crate::graph::NodeView;
 use crate::identity::{Namespace, ObjectReference, OwnerRef, Uid};
-use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
+use crate::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN, ObjectMeta};
 
 /// Most dependents a finalizer's explanation reads live, and most shown a level down the
 /// chain (the rest are counted).
@@ -207,7 +207,18 @@ pub async fn explain<C: Cluster, R: Cluster>(
     let owners: Vec<OwnerExplained> =
         node.owners.iter().map(|o| owner(collector, &node, o)).collect();
     let warming_up = collector.is_warming_up();
-    let decision = decide(collector, &node, &owners, warming_up);
+    // The memory of orphaned owners reads the object's creationTimestamp, which the graph does
+    // not keep: read live, as attemptToDelete reads it, when it may be asked.
+    let mut live_read_error = None;
+    let mut created = None;
+    if !node.is_virtual && owners.iter().any(|o| collector.orphaned_owners().contains(o.owner.uid))
+    {
+        match read_live(cluster, &node.identity).await {
+            Ok(meta) => created = meta.creation_time,
+            Err(e) => live_read_error = Some(format!("cannot read {}: {e}", node.identity)),
+        }
+    }
+    let decision = decide(collector, &node, &owners, warming_up, created);
     let retries = collector.attempt_to_delete_queue().num_requeues(&node.key());
     let mut out = Explanation {
         object: node.identity.clone(),
@@ -219,7 +230,7 @@ pub async fn explain<C: Cluster, R: Cluster>(
         last_error: collector.last_error(uid),
         warming_up,
         finalizers: Vec::new(),
-        live_read_error: None,
+        live_read_error,
     };
     if node.being_deleted {
         match read_finalizers(cluster, &node.identity).await {
@@ -268,12 +279,14 @@ fn owner<C: Cluster>(
 }
 
 /// The collector's next step on `node`, as `attemptToDeleteItem` and
-/// `processDeletingDependentsItem` would take it on the graph's view.
+/// `processDeletingDependentsItem` would take it on the graph's view (and `created`, the
+/// object's creationTimestamp if read live).
 fn decide<C: Cluster>(
     collector: &Collector<C>,
     node: &NodeView,
     owners: &[OwnerExplained],
     warming_up: bool,
+    created: Option<i64>,
 ) -> Decision {
     let graph = collector.graph();
     if node.is_virtual {
@@ -330,16 +343,18 @@ fn decide<C: Cluster>(
     // The collector's memory of the owners it orphaned (`collector/orphaned_owners.rs`),
     // consulted as `attemptToDelete` consults it, after classifying.
     let dangling_uids: Vec<Uid> = dangling.iter().map(|o| o.uid).collect();
-    match collector.orphaned_owners().judge(owners.iter().map(|o| o.owner.uid), &dangling_uids) {
-        Some(Orphaning::Finishing) => {
+    let owner_uids = owners.iter().map(|o| o.owner.uid);
+    match collector.orphaned_owners().judge(owner_uids, &dangling_uids, created) {
+        Judgement::Wait => {
             return Decision::Nothing(
                 "an owner is gone while the collector orphans its dependents: decided again once that ends",
             );
         }
         // Owners the collector orphaned, all gone: their references go, the write their
         // orphaning would have made.
-        Some(Orphaning::Done) => return Decision::RemoveReferences(dangling),
-        None => {}
+        Judgement::RemoveReferences => return Decision::RemoveReferences(dangling),
+        // Created after their deletion: upstream's decision, below.
+        Judgement::CreatedAfterDeletion | Judgement::Upstream => {}
     }
     let classes = OwnerClasses {
         solid: solid.len(),
@@ -370,10 +385,18 @@ async fn read_finalizers<R: Cluster>(
     cluster: &R,
     object: &ObjectReference,
 ) -> Result<Vec<String>, String> {
+    read_live(cluster, object).await.map(|meta| meta.finalizers)
+}
+
+/// `object` as a live GET finds it; "gone" if another object holds its name.
+async fn read_live<R: Cluster>(
+    cluster: &R,
+    object: &ObjectReference,
+) -> Result<ObjectMeta, String> {
     let resource = cluster.resource_for(object.ty).map_err(|e| e.to_string())?;
     let namespace = if resource.namespaced { object.namespace.as_str() } else { "" };
     match cluster.get(&resource, namespace, &object.name).await {
-        Ok(meta) if meta.uid == object.uid.to_string() => Ok(meta.finalizers),
+        Ok(meta) if meta.uid == object.uid.to_string() => Ok(meta),
         Ok(_) | Err(ClusterError::NotFound) => Err("gone".into()),
         Err(e) => Err(e.to_string()),
     }

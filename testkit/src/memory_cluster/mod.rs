@@ -169,7 +169,15 @@ impl fmt::Debug for MemoryCluster {
 impl MemoryCluster {
     /// An empty cluster that maps no resource.
     pub fn new() -> MemoryCluster {
-        MemoryCluster { state: Mutex::new(State::default()), hooks: Mutex::new(Vec::new()) }
+        let state = State { clock: state::CLOCK_START, ..State::default() };
+        MemoryCluster { state: Mutex::new(state), hooks: Mutex::new(Vec::new()) }
+    }
+
+    /// Moves the cluster's clock `seconds` on. It stamps creation and deletion timestamps
+    /// (`creation_time`, `deletion_time`) and moves only when a test moves it, so that
+    /// everything a test does happens in the same second unless it says otherwise.
+    pub fn advance_clock(&self, seconds: i64) {
+        self.state.lock().clock += seconds;
     }
 
     /// A cluster mapping the resources upstream's unit tests use (GC-SPEC §9.A conventions):
@@ -252,6 +260,7 @@ impl MemoryCluster {
             });
         }
         meta.resource_version = state.next_resource_version();
+        state.stamp(&mut meta, None);
         state.objects.insert(
             key,
             Stored { resource: resource.clone(), meta: meta.clone(), grace_period: None },
@@ -276,6 +285,7 @@ impl MemoryCluster {
         let stored = state.objects.get(&key)?;
         let (mut meta, grace_period) = (stored.meta.clone(), stored.grace_period);
         change(&mut meta);
+        state.stamp(&mut meta, Some(&stored.meta));
         if meta.deletion_timestamp && meta.finalizers.is_empty() && grace_period.unwrap_or(0) == 0 {
             return state.remove(&key, Some(meta));
         }

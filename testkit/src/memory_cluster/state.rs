@@ -69,7 +69,14 @@ pub(super) struct State {
     pub(super) list_snapshots: HashMap<u64, Vec<ListedObject>>,
     /// The number of the next list snapshot.
     pub(super) next_list_snapshot: u64,
+    /// The cluster's clock, in seconds since the Unix epoch: the creation and deletion
+    /// timestamps it stamps. It moves only when a test moves it
+    /// ([`MemoryCluster::advance_clock`](super::MemoryCluster::advance_clock)).
+    pub(super) clock: i64,
 }
+
+/// Where a [`MemoryCluster`](super::MemoryCluster)'s clock starts (2023-11-14T22:13:20Z).
+pub(super) const CLOCK_START: i64 = 1_700_000_000;
 
 impl State {
     pub(super) fn options(&self, resource: &Resource) -> ResourceOptions {
@@ -100,10 +107,28 @@ impl State {
         last: Option<ObjectMeta>,
     ) -> Option<ObjectMeta> {
         let stored = self.objects.remove(key)?;
-        let mut last = last.unwrap_or(stored.meta);
+        let mut last = match last {
+            Some(mut last) => {
+                self.stamp(&mut last, Some(&stored.meta));
+                last
+            }
+            None => stored.meta,
+        };
         last.resource_version = self.next_resource_version();
         self.log(&stored.resource, Some(last.clone()), None);
         Some(last)
+    }
+
+    /// Sets `meta`'s timestamps as the API server keeps them: the creation time of the object
+    /// it replaces (`stored`; now, for a new object), and while it is being deleted, the time
+    /// its deletion began (now, if it begins with this write).
+    pub(super) fn stamp(&self, meta: &mut ObjectMeta, stored: Option<&ObjectMeta>) {
+        meta.creation_time = Some(stored.and_then(|s| s.creation_time).unwrap_or(self.clock));
+        meta.deletion_time = if meta.deletion_timestamp {
+            Some(stored.and_then(|s| s.deletion_time).unwrap_or(self.clock))
+        } else {
+            None
+        };
     }
 
     pub(super) fn next_resource_version(&mut self) -> String {
@@ -122,6 +147,7 @@ impl State {
     ) -> ObjectMeta {
         let Some(stored) = self.objects.get(key) else { return meta };
         meta.resource_version = stored.meta.resource_version.clone();
+        self.stamp(&mut meta, Some(&stored.meta));
         if stored.meta == meta && stored.grace_period == grace_period {
             return meta;
         }
