@@ -29,8 +29,9 @@
 //!   ended within a second with no event (client-go's "very short watch"), is a failure. A
 //!   continue token that expires mid-list makes the list start over, whole (client-go's
 //!   pager).
-//! - **Failures back off** (0.8 s doubling to 30 s, reset by a list that completes or a watch
-//!   event), and every failure but a 410 counts in `kube_gc_watch_errors_total`.
+//! - **Failures back off** (0.8 s doubling to 30 s, each jittered by up to as much again, as
+//!   client-go's reflector; reset by a list that completes, a watch event, or two minutes
+//!   without a failure), and every failure but a 410 counts in `kube_gc_watch_errors_total`.
 //! - **No event is lost at a resume:** what was decoded is sent before the next request, and the
 //!   resourceVersion a watch resumes from is that of the last event sent.
 //! - **A watcher says when it is behind:** from the end of a list (what changed since the
@@ -192,28 +193,27 @@ impl Outbox {
     }
 }
 
-/// Exponential backoff between failures: 0.8 s, doubling, at most 30 s.
-struct Backoff {
-    next: Duration,
-}
+/// Backoff between failures, client-go's reflector's: 0.8 s doubling to 30 s, each delay
+/// stretched by a random jitter of up to as much again (so watchers that failed together, say
+/// when the API server restarted, do not all retry at once), and back to the start after two
+/// minutes without a failure or on [`Backoff::reset`]. kube-runtime's watcher backoff, which
+/// follows the same rules.
+struct Backoff(kube::runtime::watcher::DefaultBackoff);
 
 impl Backoff {
-    const FIRST: Duration = Duration::from_millis(800);
-    const MAX: Duration = Duration::from_secs(30);
-
     fn new() -> Backoff {
-        Backoff { next: Backoff::FIRST }
+        Backoff(kube::runtime::watcher::DefaultBackoff::default())
     }
 
-    /// The delay before the next retry, and doubles the one after.
+    /// The delay before the next retry.
     fn step(&mut self) -> Duration {
-        let now = self.next;
-        self.next = (self.next * 2).min(Backoff::MAX);
-        now
+        // It never runs out; were it to, the longest delay (30 s and its jitter).
+        self.0.next().unwrap_or(Duration::from_secs(60))
     }
 
+    /// Back to the first delay: the failures are over.
     fn reset(&mut self) {
-        self.next = Backoff::FIRST;
+        kube::runtime::utils::Backoff::reset(&mut self.0);
     }
 }
 

@@ -131,13 +131,25 @@ fn only_410_relists() {
     assert!(matches!(status_failure(None, "x".into()), Failure::Other(_)));
 }
 
+/// Each delay is its base (0.8 s doubling to 30 s) and a jitter below as much again; the
+/// jitter differs between watchers; a reset starts over.
 #[test]
-fn backoff_doubles_to_its_cap_and_resets() {
-    let mut b = Backoff::new();
-    let steps: Vec<_> = (0..8).map(|_| b.step().as_millis()).collect();
-    assert_eq!(steps, [800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]);
-    b.reset();
-    assert_eq!(b.step(), Backoff::FIRST);
+fn backoff_doubles_to_its_cap_with_jitter_and_resets() {
+    let bases = [800, 1600, 3200, 6400, 12800, 25600, 30000, 30000];
+    let mut first_delays = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let mut b = Backoff::new();
+        for (i, base) in bases.iter().enumerate() {
+            let step = b.step().as_millis();
+            assert!((*base..2 * base).contains(&step), "step {i}: {step} ms");
+        }
+        b.reset();
+        let first = b.step();
+        let base = Duration::from_millis(800);
+        assert!(first >= base && first < 2 * base, "{first:?}");
+        first_delays.insert(first);
+    }
+    assert!(first_delays.len() > 1, "no jitter: {first_delays:?}");
 }
 
 async fn failure_of(answer: Reply) -> Failure {
