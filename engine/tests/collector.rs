@@ -772,6 +772,30 @@ fn a_dependent_created_before_its_orphaned_owners_deletion_is_orphaned_when_seen
     assert_eq!(env.gc.stats().created_after_orphaning.load(Ordering::Relaxed), 0);
 }
 
+/// In a dry run (shadow mode answers a patch with the object as it is), a dependent seen too
+/// late to be orphaned has its would-be patch made once and is done: not decided again and
+/// again on an answer that still names its orphaned owner.
+#[test]
+fn a_late_orphan_in_a_dry_run_is_patched_once() {
+    let mut env = Env::new();
+    let rcs = replication_controllers();
+    let owners = vec![owner_ref(&rcs, "rc1", "rcu", None)];
+    env.cluster.create(&pods(), object(&pods(), "early", "eu", owners)).unwrap();
+    env.create(&rcs, deleting(object(&rcs, "rc1", "rcu", vec![]), &["orphan"]));
+    assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
+    assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none(), "orphaned, and gone");
+
+    env.cluster.set_dry_run(true);
+    let early = env.cluster.object(&pods(), "ns1", "early").unwrap();
+    env.observe(EventType::Add, &pods(), early);
+    env.cluster.take_calls();
+    assert_eq!(env.work("eu"), Outcome::Forget);
+    let patches = (env.cluster.take_calls().iter()).filter(|c| c.verb() == Verb::Patch).count();
+    assert_eq!(patches, 1);
+    let early = env.cluster.object(&pods(), "ns1", "early").unwrap();
+    assert_eq!(early.owner_references.len(), 1, "a dry run applied a patch");
+}
+
 /// The memory of orphaned owners removes references only when they are all the object's: a
 /// Pod naming an orphaned owner that is gone and an owner that never existed is garbage either
 /// way, as upstream finds it, and is deleted with one call, no patch first.

@@ -265,6 +265,13 @@ impl<C: Cluster> Collector<C> {
                 .fetch_add(late.len() as u64, std::sync::atomic::Ordering::Relaxed);
             from_graph = false;
             owners = live_owner_refs(&latest)?;
+            if owners.iter().any(|o| late.contains(&o.uid)) {
+                // The answer still names them: a dry run (shadow mode answers a patch with the
+                // object as it is) or a writer that put them back. The write was made (or
+                // logged); deciding again would only repeat it, for ever in a dry run. A
+                // later change of the object queues it again.
+                return Ok(DeleteItemResult::Patched);
+            }
             if owners.is_empty() {
                 return Ok(DeleteItemResult::Patched);
             }

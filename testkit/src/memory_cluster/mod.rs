@@ -173,6 +173,13 @@ impl MemoryCluster {
         MemoryCluster { state: Mutex::new(state), hooks: Mutex::new(Vec::new()) }
     }
 
+    /// Answers the collector's writes as kube-gc's shadow mode (`--dry-run`) does: a PATCH or
+    /// DELETE is recorded (and its hooks consulted) but not applied, a PATCH answering with the
+    /// object as it is. The test's own changes still apply.
+    pub fn set_dry_run(&self, on: bool) {
+        self.state.lock().dry_run = on;
+    }
+
     /// Moves the cluster's clock `seconds` on. It stamps creation and deletion timestamps
     /// (`creation_time`, `deletion_time`) and moves only when a test moves it, so that
     /// everything a test does happens in the same second unless it says otherwise.

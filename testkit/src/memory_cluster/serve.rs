@@ -121,6 +121,9 @@ impl MemoryCluster {
             return Err(ClusterError::UnsupportedMediaType);
         }
         let current = state.objects.get(&key).ok_or(ClusterError::NotFound)?.meta.clone();
+        if state.dry_run {
+            return Ok(current);
+        }
         let mut next = current.clone();
         apply_patch(&mut next, patch)?;
         if current.deletion_timestamp {
@@ -148,6 +151,10 @@ impl MemoryCluster {
             name: name.to_owned(),
             request: Request::Delete(options.clone()),
         })?;
+        if self.state.lock().dry_run {
+            let key = ObjectKey::new(resource, namespace, name);
+            return self.state.lock().objects.get(&key).map(|_| ()).ok_or(ClusterError::NotFound);
+        }
         self.delete_as_client(resource, namespace, name, options)
     }
 

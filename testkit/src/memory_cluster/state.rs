@@ -73,6 +73,9 @@ pub(super) struct State {
     /// timestamps it stamps. It moves only when a test moves it
     /// ([`MemoryCluster::advance_clock`](super::MemoryCluster::advance_clock)).
     pub(super) clock: i64,
+    /// Writes are recorded and answered, not applied
+    /// ([`MemoryCluster::set_dry_run`](super::MemoryCluster::set_dry_run)).
+    pub(super) dry_run: bool,
 }
 
 /// Where a [`MemoryCluster`](super::MemoryCluster)'s clock starts (2023-11-14T22:13:20Z).

@@ -114,6 +114,43 @@ fn create_assigns_increasing_resource_versions_and_refuses_duplicates() {
     assert!(cluster.calls().is_empty(), "helpers are not recorded");
 }
 
+/// The clock stamps creation, and deletion once it begins (kept after), and moves only when
+/// told.
+#[test]
+fn timestamps_come_from_a_clock_that_tests_move() {
+    let cluster = MemoryCluster::with_test_resources();
+    let created = cluster.create(&pods(), meta("pod", "100", &[], &["x/y"])).unwrap();
+    let t0 = created.creation_time.expect("stamped");
+    assert_eq!(created.deletion_time, None);
+    cluster.advance_clock(5);
+    block_on(cluster.delete(&pods(), "ns1", "pod", &policy(None))).unwrap();
+    let deleting = cluster.object(&pods(), "ns1", "pod").unwrap();
+    assert_eq!((deleting.creation_time, deleting.deletion_time), (Some(t0), Some(t0 + 5)));
+    cluster.advance_clock(5);
+    let later = cluster.update_object(&pods(), "ns1", "pod", |m| m.creation_time = None).unwrap();
+    assert_eq!((later.creation_time, later.deletion_time), (Some(t0), Some(t0 + 5)));
+}
+
+/// A dry run records the collector's writes and applies none; a patch answers with the object
+/// as it is, a delete of what is not there is still a 404.
+#[test]
+fn a_dry_run_records_writes_and_applies_none() {
+    let cluster = MemoryCluster::with_test_resources();
+    let created = cluster.create(&pods(), meta("pod", "100", &["1", "2"], &[])).unwrap();
+    cluster.set_dry_run(true);
+    let patch = delete_owner_refs_strategic("100", ["2"]);
+    let answer = block_on(cluster.patch(&pods(), "ns1", "pod", &patch)).unwrap();
+    assert_eq!(answer, created);
+    block_on(cluster.delete(&pods(), "ns1", "pod", &policy(None))).unwrap();
+    let missing = block_on(cluster.delete(&pods(), "ns1", "nope", &policy(None)));
+    assert_eq!(missing, Err(ClusterError::NotFound));
+    assert_eq!(cluster.object(&pods(), "ns1", "pod").unwrap(), created);
+    assert_eq!(cluster.take_calls().len(), 3);
+    cluster.set_dry_run(false);
+    block_on(cluster.patch(&pods(), "ns1", "pod", &patch)).unwrap();
+    assert_eq!(cluster.object(&pods(), "ns1", "pod").unwrap().owner_references, [owner("1")]);
+}
+
 #[test]
 fn strategic_patch_deletes_owner_refs_and_bumps_resource_version() {
     let cluster = MemoryCluster::with_test_resources();
