@@ -123,9 +123,12 @@ struct WireMeta {
 }
 
 /// A `metav1.Time` as its seconds since the Unix epoch, if it is an RFC 3339 string (the
-/// server's `2026-11-25T10:00:00Z`); anything else decodes as a time not known, never as an
-/// error: a timestamp is never worth failing a page for, and a `deletionTimestamp` that does
-/// not parse still says the object is being deleted.
+/// server's `2026-11-25T10:00:00Z`); any other string, number, boolean, list or map decodes as a
+/// time not known, not as an error: a timestamp is not worth failing a page for, and a
+/// `deletionTimestamp` that does not parse still says the object is being deleted. (What
+/// serde_json cannot read at all, as for any field, still fails: a number past `f64`'s range, a
+/// lone surrogate escape. The API server decodes metadata into Go's `metav1.Time` before it
+/// stores it, and never writes either.)
 struct Timestamp(Option<i64>);
 
 impl<'de> Deserialize<'de> for Timestamp {

@@ -16,7 +16,7 @@ use kube_gc_engine::cluster::{
     ClusterError, DeleteOptions, PatchType, PropagationPolicy, Resource,
 };
 use kube_gc_engine::collector::{
-    Collector, CollectorOptions, DeleteItemResult, ItemError, Outcome,
+    CREATED_AFTER_MARGIN_SECS, Collector, CollectorOptions, DeleteItemResult, ItemError, Outcome,
 };
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::{
@@ -719,8 +719,9 @@ fn an_orphaned_owner_that_still_exists_keeps_a_new_dependent() {
     assert_eq!(env.gc.stats().late_orphans.load(Ordering::Relaxed), 1);
 }
 
-/// The memory of orphaned owners keeps only what the orphaning was meant for: a Pod created a
-/// second after its owner's deletion began (the user asked to orphan what existed then) is
+/// The memory of orphaned owners keeps only what the orphaning was meant for: a Pod created
+/// past the margin after its owner's deletion began (the user asked to orphan what existed
+/// then) is
 /// decided as upstream decides it once the owner is gone, and collected. Read live, not from
 /// the graph's copy, which has no creationTimestamp.
 #[test]
@@ -731,7 +732,7 @@ fn a_dependent_created_after_its_orphaned_owners_deletion_is_collected() {
     assert_eq!(block_on(env.gc.attempt_to_orphan_worker(env.key("rcu"))), Outcome::Forget);
     assert!(env.cluster.object(&rcs, "ns1", "rc1").is_none(), "orphaned, and gone");
 
-    env.cluster.advance_clock(1);
+    env.cluster.advance_clock(CREATED_AFTER_MARGIN_SECS + 1);
     let owners = vec![owner_ref(&rcs, "rc1", "rcu", None)];
     let later = env.cluster.create(&pods(), object(&pods(), "later", "lu", owners)).unwrap();
     env.observe(EventType::Add, &pods(), later);

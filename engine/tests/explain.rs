@@ -291,10 +291,21 @@ fn owners_the_collector_orphaned_are_removed_not_collected() {
     orphaned.confirm(Uid::parse(&uid(1)));
     let decision = explained(&env, 2).decision;
     assert!(matches!(&decision, Decision::RemoveReferences(o) if name(&o[0]) == "gone"));
+    // Its creationTimestamp unread, which way it goes is not known.
+    env.cluster.fail_next(
+        kube_gc_testkit::Verb::Get,
+        "pods",
+        "late",
+        kube_gc_engine::ClusterError::Other { code: 503, message: "etcd is slow".into() },
+    );
+    let unread = explained(&env, 2);
+    assert!(matches!(unread.decision, Decision::Nothing(_)), "{unread:?}");
+    assert!(unread.live_read_error.is_some_and(|e| e.contains("etcd is slow")));
 
-    // Had the owner's deletion begun a second before the Pod was created, no orphaning was
-    // meant for the Pod: upstream's decision, as the live read of its creation tells.
-    orphaned.record(Uid::parse(&uid(1)), Some(created - 1));
+    // Had the owner's deletion begun well before the Pod was created, no orphaning was meant
+    // for the Pod: upstream's decision, as the live read of its creation tells.
+    let margin = kube_gc_engine::collector::CREATED_AFTER_MARGIN_SECS;
+    orphaned.record(Uid::parse(&uid(1)), Some(created - margin - 1));
     orphaned.confirm(Uid::parse(&uid(1)));
     assert_eq!(explained(&env, 2).decision, Decision::Delete { foreground: false });
 }

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PropagationPolicy, Resource};
-use kube_gc_engine::collector::{Collector, CollectorOptions};
+use kube_gc_engine::collector::{CREATED_AFTER_MARGIN_SECS, Collector, CollectorOptions};
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
 };
@@ -108,7 +108,7 @@ enum Op {
     /// The watcher is back: the collector is told at once, and what it missed is delivered
     /// later, like any pending event (a resumed watch's backlog in flight).
     Resume { watcher: u8 },
-    /// The API server's clock moves a second on (creation and deletion timestamps).
+    /// The API server's clock moves two seconds on (creation and deletion timestamps).
     Tick,
 }
 
@@ -339,7 +339,7 @@ impl World {
                 }
             }
             Op::Resume { watcher } => self.resume(WATCHERS[usize::from(watcher)]),
-            Op::Tick => self.cluster.advance_clock(1),
+            Op::Tick => self.cluster.advance_clock(2),
         }
         self.observe_changes();
     }
@@ -578,6 +578,21 @@ fn judge_delete(
     if classes.contains(&Class::Solid) {
         return Err(format!("a live owner holds it: {classes:?}"));
     }
+    // Beyond upstream: the memory of orphaned owners keeps a dependent whose owners the
+    // collector orphaned, all gone, created no later than their deletion and the margin (their
+    // references go instead).
+    let orphaned = verdicts.orphaned.lock().unwrap();
+    let kept_by_orphaning = item.owner_references.iter().zip(&classes).all(|(r, class)| {
+        let deleted_at = orphaned.get(&r.uid);
+        *class == Class::Dangling
+            && deleted_at.is_some_and(|d| {
+                !matches!((item.creation_time, d), (Some(c), Some(d)) if c > d + CREATED_AFTER_MARGIN_SECS)
+            })
+    });
+    drop(orphaned);
+    if kept_by_orphaning {
+        return Err("deleted a dependent the memory of its orphaned owners keeps".into());
+    }
     // Upstream counts the item's dependents in its graph.
     let owner_waits = classes.contains(&Class::Waiting);
     let waiting = owner_waits && graph.dependents_len(Uid::parse(&item.uid)) != 0;
@@ -716,11 +731,11 @@ fn judge_patch(
         let class = classify(cluster, item, r);
         let owner_orphaning = owner_being_orphaned(cluster, item, r);
         // The memory of orphaned owners removes a reference only once its owner is gone, and
-        // only from an object created no later than the owner's deletion (both known).
+        // only from an object created no later than the owner's deletion and the margin.
         let deleted_at = verdicts.orphaned.lock().unwrap().get(&r.uid).copied();
         let created_after = matches!(
             (item.creation_time, deleted_at.flatten()),
-            (Some(c), Some(d)) if c > d
+            (Some(c), Some(d)) if c > d + CREATED_AFTER_MARGIN_SECS
         );
         let orphaned_and_gone = class == Class::Dangling && deleted_at.is_some() && !created_after;
         let ok = (has_solid && class != Class::Solid) || owner_orphaning || orphaned_and_gone;

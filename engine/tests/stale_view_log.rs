@@ -29,7 +29,9 @@ use futures::executor::block_on;
 use futures::future::LocalBoxFuture;
 use kube_gc_engine::builder::{GraphBuilder, Notification, WatchBatch, WatchSource};
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
-use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
+use kube_gc_engine::collector::{
+    CREATED_AFTER_MARGIN_SECS, Collector, CollectorOptions, ProofWaits,
+};
 use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
@@ -106,7 +108,7 @@ enum Op {
     RemoveRef { slot: usize, index: usize },
     /// A user deletes the object with a propagation policy.
     Delete { slot: usize, policy: Option<PropagationPolicy> },
-    /// The API server's clock moves a second on (creation and deletion timestamps).
+    /// The API server's clock moves two seconds on (creation and deletion timestamps).
     Tick,
     /// Another controller adds or removes its finalizer.
     Finalizer { slot: usize, add: bool },
@@ -196,10 +198,10 @@ fn op() -> impl Strategy<Value = Op> {
 /// deletionTimestamp.
 type Orphaned = HashMap<String, Option<i64>>;
 
-/// Whether an object created at `created` came after an owner deleted at `deleted`: in a later
-/// second, both known (what the memory of orphaned owners does not keep).
+/// Whether an object created at `created` came after an owner deleted at `deleted`: past the
+/// margin, both known (what the memory of orphaned owners does not keep).
 fn created_after(created: Option<i64>, deleted: Option<i64>) -> bool {
-    matches!((created, deleted), (Some(c), Some(d)) if c > d)
+    matches!((created, deleted), (Some(c), Some(d)) if c > d + CREATED_AFTER_MARGIN_SECS)
 }
 
 /// What the oracle remembers across calls.
@@ -943,7 +945,7 @@ impl Users {
                 let _ = cluster.delete_as_client(res, ns_of(res), name, &options);
             }
             Op::Finalizer { slot, add } => self.set_finalizer(cluster, *slot, KEEP, *add),
-            Op::Tick => cluster.advance_clock(1),
+            Op::Tick => cluster.advance_clock(2),
             Op::GcFinalizer { slot, orphan, add } => {
                 let f = if *orphan { FINALIZER_ORPHAN } else { FINALIZER_DELETE_DEPENDENTS };
                 self.set_finalizer(cluster, *slot, f, *add);

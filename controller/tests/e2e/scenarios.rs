@@ -129,8 +129,8 @@ pub async fn orphaning(cx: &mut Ctx<'_>) -> anyhow::Result<()> {
     .await
 }
 
-/// An orphaning deletion of an owner another finalizer holds, and a Pod created a second
-/// after it with a reference to that owner: the orphaning was asked for before the Pod
+/// An orphaning deletion of an owner another finalizer holds, and a Pod created seconds after
+/// it with a reference to that owner: the orphaning was asked for before the Pod
 /// existed, and was not for it. It stays while the owner does (a live owner), and once the
 /// owner goes it is garbage, under both collectors (kube-gc's memory of orphaned owners reads
 /// its creationTimestamp against the owner's deletionTimestamp), while a Pod that existed at
@@ -143,8 +143,9 @@ pub async fn dependent_created_after_an_orphaning_deletion(cx: &mut Ctx<'_>) -> 
     cx.delete("held", Del::Orphan).await?;
     let orphaned = [("held", "deleting fin=[example.com/hold]"), ("before", "live")];
     cx.expect("orphaned", &orphaned, Wait::DEFAULT).await?;
-    // creationTimestamp and deletionTimestamp are to the second: a later one.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Timestamps are to the second, and kube-gc leaves a dependent to upstream only past a
+    // margin (CREATED_AFTER_MARGIN_SECS, 2 s): three seconds later.
+    tokio::time::sleep(Duration::from_millis(3100)).await;
     cx.create("after", Kind::pod(), pod(&[held], &[])).await?;
     cx.wait_observed(&["after"], Duration::from_secs(60)).await?;
     let owners_held = format!("live owners=[{RC}/held]");

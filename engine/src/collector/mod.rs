@@ -46,7 +46,9 @@ pub use absence_proofs::{ProofRound, ProofWaits};
 pub use attempt_to_delete::DeleteItemResult;
 pub(crate) use attempt_to_delete::{OwnerClasses, Verdict};
 pub use lagging_watchers::{Admission, HeldDecision, LaggingWatchers};
-pub use orphaned_owners::{FinishingOrphaning, Judgement, OrphanedOwners, Orphaning};
+pub use orphaned_owners::{
+    CREATED_AFTER_MARGIN_SECS, FinishingOrphaning, Judgement, OrphanedOwners, Orphaning,
+};
 
 /// What a worker does with an item after processing it (upstream's `forgetItem` /
 /// `requeueItem`).

@@ -32,17 +32,18 @@
 //! it.
 //!
 //! Only for dependents the orphaning would have covered: each remembered owner carries its
-//! `deletionTimestamp`, and a dependent created after it (its `creationTimestamp`, strictly
-//! later, both to the second and from the API server's clock) came after the user asked for the
-//! orphaning, so no orphaning of that owner, upstream's or this one, was ever meant to keep
-//! it. It is decided as upstream decides it: its owners gone, it is garbage. That delete is
+//! `deletionTimestamp`, and a dependent created after it (its `creationTimestamp`, more than
+//! [`CREATED_AFTER_MARGIN_SECS`] later, both to the second) came after the user deleted the
+//! owner, so no orphaning of that owner, upstream's or this one, was meant to keep it. It is decided as upstream decides it: its owners gone, it is garbage. That delete is
 //! upstream's own verdict on the live object, the one upstream makes whenever its graph missed
-//! a dependent, so the narrowing adds no write upstream would not make. The same second (an
-//! order the timestamps cannot tell) or a timestamp not known keeps the memory's answer: keep
-//! the object, remove the references. A reference added later to an object created before the
-//! deletion is still orphaned (creation is all the timestamps tell). The two timestamps may
-//! come from different API servers' clocks; a skew between them only moves a dependent from
-//! the memory's answer to upstream's, never to a write upstream would not make.
+//! a dependent, so the narrowing adds no write upstream would not make. Within the margin (an
+//! order the timestamps cannot tell: to the second, and from the clocks of possibly different
+//! API servers) or with a timestamp not known, the memory's answer stands: keep the object,
+//! remove the references. What the timestamps cannot tell either, and is kept too: a reference
+//! added later to an object created before the deletion. What they tell wrongly: an owner
+//! deleted first with another policy and then again with `orphan` (the API server keeps the
+//! first deletionTimestamp), whose dependents created in between, seen too late, are collected
+//! as upstream collects them in that race, although the user asked to orphan them.
 
 use lru::LruCache;
 
@@ -51,6 +52,12 @@ use crate::sync::Mutex;
 
 /// How many orphaned owners are remembered by default (about 4 MiB when full).
 pub const DEFAULT_CAPACITY: usize = 1 << 16;
+
+/// How many seconds past an owner's deletionTimestamp a dependent's creationTimestamp must be
+/// for the memory to leave the dependent to upstream's decision. Both are to the second, and
+/// may come from different API servers, whose clocks NTP keeps well within a second of each
+/// other: two seconds more keeps every dependent whose order a skew could invert.
+pub const CREATED_AFTER_MARGIN_SECS: i64 = 2;
 
 /// A thread-safe LRU set of the UIDs of owners whose `orphan` finalizer the collector removed
 /// (or is removing).
@@ -80,8 +87,8 @@ pub enum Judgement {
     /// orphaning would have made.
     RemoveReferences,
     /// Every owner is one the collector orphaned, gone, but the object was created after one
-    /// of them was deleted: no orphaning was meant for it, and upstream's decision stands (it
-    /// is garbage).
+    /// of them was deleted (past [`CREATED_AFTER_MARGIN_SECS`]): no orphaning was meant for
+    /// it, and upstream's decision stands (it is garbage).
     CreatedAfterDeletion,
 }
 
@@ -182,7 +189,8 @@ impl OrphanedOwners {
     /// owner references name `owners` (their UIDs), `dangling` those a read found absent (see
     /// [`Judgement`]): [`Judgement::Wait`] if one of those is finishing its orphaning; when
     /// every owner is one the collector orphaned, gone, [`Judgement::CreatedAfterDeletion`] if
-    /// the object was created in a later second than one of them was deleted, else
+    /// the object was created more than [`CREATED_AFTER_MARGIN_SECS`] after one of them was
+    /// deleted, else
     /// [`Judgement::RemoveReferences`]; [`Judgement::Upstream`] otherwise. attemptToDelete and
     /// `explain` both ask it.
     pub fn judge(
@@ -210,7 +218,7 @@ impl OrphanedOwners {
         for uid in owners {
             let Some(entry) = done(&uid) else { return Judgement::Upstream };
             if let (Some(created), Some(deleted)) = (created, entry.deleted_at) {
-                created_after |= created > deleted;
+                created_after |= created > deleted.saturating_add(CREATED_AFTER_MARGIN_SECS);
             }
         }
         if created_after { Judgement::CreatedAfterDeletion } else { Judgement::RemoveReferences }
@@ -270,8 +278,8 @@ mod tests {
         assert_eq!(set.judge([], &[], None), upstream);
     }
 
-    /// An object created in a later second than an owner's deletion was never the orphaning's
-    /// to keep; the same second, an earlier one, or a time not known on either side is.
+    /// An object created past the margin after an owner's deletion was never the orphaning's
+    /// to keep; within it, earlier, or at a time not known on either side, it is.
     #[test]
     fn judge_leaves_an_object_created_after_its_owners_deletion_to_upstream() {
         let set = OrphanedOwners::new(8);
@@ -280,15 +288,21 @@ mod tests {
             set.begin(uid, deleted_at).confirm();
         }
         let judge = |owners: &[Uid], created| set.judge(owners.iter().copied(), owners, created);
-        assert_eq!(judge(&[a], Some(101)), Judgement::CreatedAfterDeletion);
+        let margin = CREATED_AFTER_MARGIN_SECS;
+        assert_eq!(judge(&[a], Some(101 + margin)), Judgement::CreatedAfterDeletion);
+        assert_eq!(judge(&[a], Some(100 + margin)), Judgement::RemoveReferences, "the margin");
         assert_eq!(judge(&[a], Some(100)), Judgement::RemoveReferences, "the same second");
         assert_eq!(judge(&[a], Some(99)), Judgement::RemoveReferences);
         assert_eq!(judge(&[a], None), Judgement::RemoveReferences, "creation not known");
         assert_eq!(judge(&[unknown], Some(i64::MAX)), Judgement::RemoveReferences);
-        assert_eq!(judge(&[a, b], Some(150)), Judgement::CreatedAfterDeletion, "after a's");
-        assert_eq!(judge(&[b, a], Some(150)), Judgement::CreatedAfterDeletion, "in any order");
+        let between = Some(150);
+        assert_eq!(judge(&[a, b], between), Judgement::CreatedAfterDeletion, "after a's");
+        assert_eq!(judge(&[b, a], between), Judgement::CreatedAfterDeletion, "in any order");
         assert_eq!(judge(&[a, b], Some(100)), Judgement::RemoveReferences);
-        assert_eq!(judge(&[a, unknown], Some(150)), Judgement::CreatedAfterDeletion);
+        assert_eq!(judge(&[a, unknown], between), Judgement::CreatedAfterDeletion);
+        let last = OrphanedOwners::new(1);
+        last.begin(a, Some(i64::MAX)).confirm();
+        assert_eq!(last.judge([a], &[a], Some(i64::MAX)), Judgement::RemoveReferences);
     }
 
     #[test]

@@ -210,12 +210,15 @@ pub async fn explain<C: Cluster, R: Cluster>(
     // The memory of orphaned owners reads the object's creationTimestamp, which the graph does
     // not keep: read live, as attemptToDelete reads it, when it may be asked.
     let mut live_read_error = None;
-    let mut created = None;
-    if !node.is_virtual && owners.iter().any(|o| collector.orphaned_owners().contains(o.owner.uid))
-    {
+    let mut created = Ok(None);
+    let remembered = |o: &OwnerExplained| collector.orphaned_owners().contains(o.owner.uid);
+    if !node.is_virtual && !node.being_deleted && owners.iter().any(remembered) {
         match read_live(cluster, &node.identity).await {
-            Ok(meta) => created = meta.creation_time,
-            Err(e) => live_read_error = Some(format!("cannot read {}: {e}", node.identity)),
+            Ok(meta) => created = Ok(meta.creation_time),
+            Err(e) => {
+                live_read_error = Some(format!("cannot read {}: {e}", node.identity));
+                created = Err(());
+            }
         }
     }
     let decision = decide(collector, &node, &owners, warming_up, created);
@@ -280,13 +283,13 @@ fn owner<C: Cluster>(
 
 /// The collector's next step on `node`, as `attemptToDeleteItem` and
 /// `processDeletingDependentsItem` would take it on the graph's view (and `created`, the
-/// object's creationTimestamp if read live).
+/// object's creationTimestamp as a live read found it, if read; `Err` if that read failed).
 fn decide<C: Cluster>(
     collector: &Collector<C>,
     node: &NodeView,
     owners: &[OwnerExplained],
     warming_up: bool,
-    created: Option<i64>,
+    created: Result<Option<i64>, ()>,
 ) -> Decision {
     let graph = collector.graph();
     if node.is_virtual {
@@ -344,7 +347,14 @@ fn decide<C: Cluster>(
     // consulted as `attemptToDelete` consults it, after classifying.
     let dangling_uids: Vec<Uid> = dangling.iter().map(|o| o.uid).collect();
     let owner_uids = owners.iter().map(|o| o.owner.uid);
-    match collector.orphaned_owners().judge(owner_uids, &dangling_uids, created) {
+    let judged =
+        collector.orphaned_owners().judge(owner_uids, &dangling_uids, created.ok().flatten());
+    match judged {
+        Judgement::RemoveReferences | Judgement::CreatedAfterDeletion if created.is_err() => {
+            return Decision::Nothing(
+                "its owners were orphaned and are gone: whether it is orphaned or collected depends on its creationTimestamp, which could not be read",
+            );
+        }
         Judgement::Wait => {
             return Decision::Nothing(
                 "an owner is gone while the collector orphans its dependents: decided again once that ends",

@@ -175,7 +175,8 @@ impl MemoryCluster {
 
     /// Answers the collector's writes as kube-gc's shadow mode (`--dry-run`) does: a PATCH or
     /// DELETE is recorded (and its hooks consulted) but not applied, a PATCH answering with the
-    /// object as it is. The test's own changes still apply.
+    /// object as it is (a 404 if there is none), a DELETE with success. The test's own changes
+    /// still apply.
     pub fn set_dry_run(&self, on: bool) {
         self.state.lock().dry_run = on;
     }
