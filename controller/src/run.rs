@@ -551,26 +551,36 @@ const PROOF_TICK: Duration = Duration::from_millis(50);
 
 /// Runs the collector's absence proofs (`--bulk-absence-proof`): lists the resources whose
 /// virtual owners the workers handed over, when a list is worth it.
+///
+/// Each round runs beside the ones before it, so that one long list (millions of Pods, minutes
+/// of pages at the API budget) holds only its own resource's owners; a resource is never
+/// listed twice at once (the collector's rounds skip a resource whose list is under way).
+/// Aborting the loop aborts the rounds.
 async fn proof_loop(collector: Arc<Collector<KubeCluster>>) {
+    let mut rounds = tokio::task::JoinSet::new();
     loop {
+        while rounds.try_join_next().is_some() {}
         if collector.pending_proofs() != 0 {
-            // As the resync loop: a panicking round is logged and the loop goes on, so that
-            // owners offered later are still proven (or sent to the GET).
-            match AssertUnwindSafe(collector.prove_absences(ProofWaits::default()))
-                .catch_unwind()
-                .await
-            {
-                Ok(round) if round.lists != 0 || round.handed_back != 0 => {
-                    tracing::debug!(?round, "absence proofs");
+            let collector = Arc::clone(&collector);
+            rounds.spawn(async move {
+                // As the resync loop: a panicking round is logged and the loop goes on, so
+                // that owners offered later are still proven (or sent to the GET).
+                match AssertUnwindSafe(collector.prove_absences(ProofWaits::default()))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(round) if round.lists != 0 || round.handed_back != 0 => {
+                        tracing::debug!(?round, "absence proofs");
+                    }
+                    Ok(_) => {}
+                    Err(panic) => {
+                        tracing::error!(
+                            panic = panic_message(&panic),
+                            "a round of absence proofs panicked"
+                        )
+                    }
                 }
-                Ok(_) => {}
-                Err(panic) => {
-                    tracing::error!(
-                        panic = panic_message(&panic),
-                        "a round of absence proofs panicked"
-                    )
-                }
-            }
+            });
         }
         tokio::time::sleep(PROOF_TICK).await;
     }

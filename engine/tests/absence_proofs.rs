@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures::FutureExt;
 use futures::executor::block_on;
 use kube_gc_engine::Uid;
 use kube_gc_engine::cluster::{Cluster, ClusterError, ListPage, Resource};
@@ -341,6 +342,22 @@ impl Cluster for GatedList {
     }
 }
 
+/// An environment over `inner` behind a [`GatedList`], in which Pod 1's owner rs-1 waits for a
+/// proof list.
+fn waiting_for_rs_1(inner: MemoryCluster) -> Env<GatedList> {
+    let gated = GatedList {
+        inner,
+        first_page_served: AtomicBool::new(false),
+        go_on: AtomicBool::new(false),
+        pages: AtomicUsize::new(0),
+    };
+    let mut env = Env::new(gated, options());
+    env.observe_pod_or_replica_set(pod(1, 1));
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 1);
+    env
+}
+
 /// The rule that makes a list a proof: it must have started after the owner's dependent was
 /// observed. An owner created while a list is under way (after its snapshot), whose dependent
 /// is observed and whose verification is offered before the list ends, is not on the list's
@@ -353,16 +370,7 @@ fn an_owner_offered_while_a_list_runs_waits_for_the_next_list() {
         inner.create(&replicasets(), rs(10_000 + i)).unwrap();
     }
     inner.create(&pods(), pod(1, 1)).unwrap(); // rs-1 absent: garbage
-    let gated = GatedList {
-        inner,
-        first_page_served: AtomicBool::new(false),
-        go_on: AtomicBool::new(false),
-        pages: AtomicUsize::new(0),
-    };
-    let mut env = Env::new(gated, options());
-    env.observe_pod_or_replica_set(pod(1, 1));
-    env.drain_attempt_to_delete(10_000);
-    assert_eq!(env.collector.pending_proofs(), 1);
+    let mut env = waiting_for_rs_1(inner);
 
     let collector = &env.collector;
     let cluster = env.cluster.clone();
@@ -399,6 +407,66 @@ fn an_owner_offered_while_a_list_runs_waits_for_the_next_list() {
     env.drain_attempt_to_delete(10_000);
     assert!(env.cluster.inner.object(&pods(), "ns1", "pod-2").is_some());
     assert!(env.cluster.inner.object(&pods(), "ns1", "pod-1").is_none());
+}
+
+/// A long list holds only its own resource's owners: while the ReplicaSets' list is under way,
+/// another round proves a ConfigMap owner absent, and leaves a ReplicaSet owner offered
+/// meanwhile waiting until that list is done, not listed a second time beside it.
+#[test]
+fn a_list_under_way_holds_only_its_own_resources_owners() {
+    let inner = cluster();
+    inner.register(resource("v1", "configmaps", "ConfigMap", true));
+    for i in 1..=PAGE_SIZE + 1 {
+        inner.create(&replicasets(), rs(10_000 + i)).unwrap();
+    }
+    let cm_owned = ObjectMeta {
+        owner_references: vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "cm-3".into(),
+            uid: uid(3),
+            ..OwnerReference::default()
+        }],
+        ..pod(3, 3)
+    };
+    for p in [pod(1, 1), pod(2, 2), cm_owned.clone()] {
+        inner.create(&pods(), p).unwrap(); // rs-1, rs-2 and cm-3 absent: garbage
+    }
+    let mut env = waiting_for_rs_1(inner);
+
+    let collector = &env.collector;
+    let cluster = env.cluster.clone();
+    let beside = std::cell::Cell::new(None);
+    let during_the_list = async {
+        until(|| cluster.first_page_served.load(Ordering::SeqCst)).await;
+        let out = Ingester::new(env.graph.clone(), 1).ingest(&[
+            Event::new(EventType::Add, ObjectType::new("v1", "Pod"), pod(2, 2)),
+            Event::new(EventType::Add, ObjectType::new("v1", "Pod"), cm_owned),
+        ]);
+        collector.apply_ingest_output(out);
+        while !collector.attempt_to_delete_queue().is_empty() {
+            collector.process_attempt_to_delete_worker().await;
+        }
+        // It needs no call the gate holds: it must be done at its first poll.
+        beside.set(collector.prove_absences(ProofWaits::NONE).now_or_never());
+        cluster.go_on.store(true, Ordering::SeqCst);
+    };
+    let (round, ()) = block_on(futures::future::join(
+        collector.prove_absences(ProofWaits::NONE),
+        during_the_list,
+    ));
+    let beside = beside.get().expect("the round beside the list waited for it");
+    assert_eq!((beside.lists, beside.proven_absent, beside.waiting), (1, 1, 1), "{beside:?}");
+    assert_eq!(cluster.pages.load(Ordering::SeqCst), 3, "two ReplicaSet pages, one ConfigMap");
+    assert_eq!((round.lists, round.proven_absent), (1, 1), "rs-1 by its own list");
+
+    // Once that list is done, rs-2 is settled: one owner, two pages, so the GET.
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+    assert_eq!((round.lists, round.handed_back), (0, 1));
+    env.drain_attempt_to_delete(10_000);
+    for i in 1..=3 {
+        assert!(env.cluster.inner.object(&pods(), "ns1", &format!("pod-{i}")).is_none());
+    }
 }
 
 /// An owner observed after it was offered (its resource's list reached the graph meanwhile)

@@ -47,6 +47,12 @@
 //! the GETs is taken. Listing more often for fewer owners would start deletions sooner, but the
 //! collector is bound by its API budget, and every extra page delays the last deletion as much
 //! as it hastens the first.
+//!
+//! # Rounds side by side
+//! [`Collector::prove_absences`] may run beside itself (the controller starts a round every
+//! tick without waiting for the last): a resource's list holds only that resource's owners.
+//! One list of a resource at a time: owners offered while its list is under way wait for the
+//! next (its pages began before them, so they could prove nothing of them anyway).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -127,6 +133,9 @@ pub(super) struct Proofs {
     failed_until: HashMap<Resource, Instant>,
     /// `declined` is pruned when it grows past this.
     prune_above: usize,
+    /// Resources whose proof list is under way: their owners offered since wait for the next
+    /// one (a round runs beside the others: a long list holds only its own resource's owners).
+    listing: HashSet<Resource>,
     /// Resources listed during the current warm-up (one early list each).
     listed_in_warm_up: HashSet<Resource>,
     /// Whether the last round ran during warm-up, and when warm-up was last seen ending.
@@ -156,6 +165,19 @@ pub struct ProofRound {
     pub handed_back: usize,
     /// Owners still waiting for a list.
     pub waiting: usize,
+}
+
+/// A resource's proof list under way (in [`Proofs::listing`] until dropped, however the list
+/// ends: done, failed, panicked or cancelled).
+struct Listing<'a> {
+    proofs: &'a crate::sync::Mutex<Proofs>,
+    resource: Resource,
+}
+
+impl Drop for Listing<'_> {
+    fn drop(&mut self) {
+        self.proofs.lock().listing.remove(&self.resource);
+    }
 }
 
 /// The coordinates a GET of `identity` in `resource` would address.
@@ -225,8 +247,14 @@ impl<C: Cluster> Collector<C> {
         let (to_list, to_hand_back) = self.choose_lists(waits, &mut round);
         self.hand_back(&to_hand_back);
         round.handed_back += to_hand_back.len();
-        let lists =
-            to_list.into_iter().map(|(resource, entries)| self.prove_by_list(resource, entries));
+        let lists = to_list.into_iter().map(|(resource, entries)| {
+            // Marked listing by `choose_lists`; unmarked when this future ends or is dropped.
+            let listing = Listing { proofs: &self.proofs, resource: resource.clone() };
+            async move {
+                let _listing = listing;
+                self.prove_by_list(resource, entries).await
+            }
+        });
         for done in futures_util::future::join_all(lists).await {
             round.lists += usize::from(done.pages != 0);
             round.pages += done.pages;
@@ -272,6 +300,11 @@ impl<C: Cluster> Collector<C> {
                 let (since, entries) = &proofs.pending[&resource];
                 (*since, entries.len())
             };
+            if proofs.listing.contains(&resource) {
+                // Offered after that list's first page: its pages are no proof for them.
+                round.waiting += waiting;
+                continue;
+            }
             let synced = proofs.listed.get(&resource.object_type()).copied();
             let size = synced.or_else(|| proofs.sizes.get(&resource).copied());
             let pages = size.map(|n| n.div_ceil(PAGE_SIZE as usize).max(1));
@@ -346,6 +379,7 @@ impl<C: Cluster> Collector<C> {
                         if warming_up {
                             proofs.listed_in_warm_up.insert(resource.clone());
                         }
+                        proofs.listing.insert(resource.clone());
                         to_list.push((resource, entries));
                     } else {
                         for p in &entries {
