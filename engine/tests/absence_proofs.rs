@@ -469,6 +469,31 @@ fn a_list_under_way_holds_only_its_own_resources_owners() {
     }
 }
 
+/// A round dropped in the middle of a list (its task aborted) leaves the resource listable:
+/// the next round lists it. (The owners the dropped round had taken go with it, their items
+/// forgotten when offered, as before rounds ran side by side: only a controller shutting down
+/// drops a round.)
+#[test]
+fn a_round_dropped_mid_list_leaves_its_resource_listable() {
+    let inner = cluster();
+    for i in 1..=PAGE_SIZE + 1 {
+        inner.create(&replicasets(), rs(10_000 + i)).unwrap();
+    }
+    for p in [pod(1, 1), pod(2, 2)] {
+        inner.create(&pods(), p).unwrap(); // rs-1 and rs-2 absent: garbage
+    }
+    let mut env = waiting_for_rs_1(inner);
+    let dropped = env.collector.prove_absences(ProofWaits::NONE).now_or_never();
+    assert!(dropped.is_none(), "the list is held between its pages");
+    env.cluster.go_on.store(true, Ordering::SeqCst);
+
+    env.observe_pod_or_replica_set(pod(2, 2));
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 1);
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+    assert_eq!((round.lists, round.proven_absent), (1, 1), "{round:?}");
+}
+
 /// An owner observed after it was offered (its resource's list reached the graph meanwhile)
 /// needs no proof: no list is spent on it, and its item goes back to be skipped.
 #[test]

@@ -245,15 +245,20 @@ impl<C: Cluster> Collector<C> {
     pub async fn prove_absences(&self, waits: ProofWaits) -> ProofRound {
         let mut round = ProofRound::default();
         let (to_list, to_hand_back) = self.choose_lists(waits, &mut round);
+        // Marked listing by `choose_lists`; unmarked when each list's future ends or is
+        // dropped. The guards exist before anything else runs, so that nothing (a panic
+        // handing owners back, say) can leave a resource marked for ever.
+        let to_list: Vec<(Listing<'_>, Resource, Vec<Pending>)> = to_list
+            .into_iter()
+            .map(|(resource, entries)| {
+                (Listing { proofs: &self.proofs, resource: resource.clone() }, resource, entries)
+            })
+            .collect();
         self.hand_back(&to_hand_back);
         round.handed_back += to_hand_back.len();
-        let lists = to_list.into_iter().map(|(resource, entries)| {
-            // Marked listing by `choose_lists`; unmarked when this future ends or is dropped.
-            let listing = Listing { proofs: &self.proofs, resource: resource.clone() };
-            async move {
-                let _listing = listing;
-                self.prove_by_list(resource, entries).await
-            }
+        let lists = to_list.into_iter().map(|(listing, resource, entries)| async move {
+            let _listing = listing;
+            self.prove_by_list(resource, entries).await
         });
         for done in futures_util::future::join_all(lists).await {
             round.lists += usize::from(done.pages != 0);
@@ -272,8 +277,10 @@ impl<C: Cluster> Collector<C> {
         round: &mut ProofRound,
     ) -> (Vec<(Resource, Vec<Pending>)>, Vec<Pending>) {
         let now = Instant::now();
-        let warming_up = self.is_warming_up();
         let mut proofs = self.proofs.lock();
+        // Under the lock: rounds overlap, and one that read an older value could record the
+        // warm-up's end before another reads the earlier state back.
+        let warming_up = self.is_warming_up();
         if proofs.declined.len() > proofs.prune_above {
             // Items handed back whose node left the graph (or was observed) before they ran
             // again are never offered again: forget them.
@@ -379,7 +386,6 @@ impl<C: Cluster> Collector<C> {
                         if warming_up {
                             proofs.listed_in_warm_up.insert(resource.clone());
                         }
-                        proofs.listing.insert(resource.clone());
                         to_list.push((resource, entries));
                     } else {
                         for p in &entries {
@@ -391,6 +397,8 @@ impl<C: Cluster> Collector<C> {
                 None => round.waiting += count,
             }
         }
+        // Marked at the end, all at once (see `prove_absences` for the guards that unmark).
+        proofs.listing.extend(to_list.iter().map(|(resource, _)| resource.clone()));
         (to_list, to_hand_back)
     }
 
