@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PropagationPolicy, Resource};
-use kube_gc_engine::collector::{CREATED_AFTER_MARGIN_SECS, Collector, CollectorOptions};
+use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
 };
@@ -47,6 +47,7 @@ use kube_gc_testkit::patch::apply_patch;
 use proptest::prelude::*;
 
 mod support;
+use support::created_after;
 
 const ORPHAN: &str = "orphan";
 const FOREGROUND: &str = "foregroundDeletion";
@@ -585,9 +586,7 @@ fn judge_delete(
     let kept_by_orphaning = item.owner_references.iter().zip(&classes).all(|(r, class)| {
         let deleted_at = orphaned.get(&r.uid);
         *class == Class::Dangling
-            && deleted_at.is_some_and(|d| {
-                !matches!((item.creation_time, d), (Some(c), Some(d)) if c > d + CREATED_AFTER_MARGIN_SECS)
-            })
+            && deleted_at.is_some_and(|d| !created_after(item.creation_time, *d))
     });
     drop(orphaned);
     if kept_by_orphaning {
@@ -733,11 +732,8 @@ fn judge_patch(
         // The memory of orphaned owners removes a reference only once its owner is gone, and
         // only from an object created no later than the owner's deletion and the margin.
         let deleted_at = verdicts.orphaned.lock().unwrap().get(&r.uid).copied();
-        let created_after = matches!(
-            (item.creation_time, deleted_at.flatten()),
-            (Some(c), Some(d)) if c > d + CREATED_AFTER_MARGIN_SECS
-        );
-        let orphaned_and_gone = class == Class::Dangling && deleted_at.is_some() && !created_after;
+        let orphaned_and_gone = class == Class::Dangling
+            && deleted_at.is_some_and(|d| !created_after(item.creation_time, d));
         let ok = (has_solid && class != Class::Solid) || owner_orphaning || orphaned_and_gone;
         if !ok {
             return Err(format!(

@@ -29,9 +29,7 @@ use futures::executor::block_on;
 use futures::future::LocalBoxFuture;
 use kube_gc_engine::builder::{GraphBuilder, Notification, WatchBatch, WatchSource};
 use kube_gc_engine::cluster::{Cluster, DeleteOptions, PatchType, PropagationPolicy, Resource};
-use kube_gc_engine::collector::{
-    CREATED_AFTER_MARGIN_SECS, Collector, CollectorOptions, ProofWaits,
-};
+use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
 use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
@@ -43,6 +41,7 @@ use parking_lot::Mutex;
 use proptest::prelude::*;
 
 mod support;
+use support::created_after;
 
 /// Another controller's finalizer, which the collector must never remove.
 const KEEP: &str = "example.com/keep";
@@ -197,12 +196,6 @@ fn op() -> impl Strategy<Value = Op> {
 /// The owners whose `orphan` finalizer the collector removed, by UID, each with its
 /// deletionTimestamp.
 type Orphaned = HashMap<String, Option<i64>>;
-
-/// Whether an object created at `created` came after an owner deleted at `deleted`: past the
-/// margin, both known (what the memory of orphaned owners does not keep).
-fn created_after(created: Option<i64>, deleted: Option<i64>) -> bool {
-    matches!((created, deleted), (Some(c), Some(d)) if c > d + CREATED_AFTER_MARGIN_SECS)
-}
 
 /// What the oracle remembers across calls.
 #[derive(Default)]

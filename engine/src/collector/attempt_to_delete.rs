@@ -265,14 +265,11 @@ impl<C: Cluster> Collector<C> {
                 .fetch_add(late.len() as u64, std::sync::atomic::Ordering::Relaxed);
             from_graph = false;
             owners = live_owner_refs(&latest)?;
-            if owners.iter().any(|o| late.contains(&o.uid)) {
-                // The answer still names them: a dry run (shadow mode answers a patch with the
-                // object as it is) or a writer that put them back. The write was made (or
-                // logged); deciding again would only repeat it, for ever in a dry run. A
-                // later change of the object queues it again.
-                return Ok(DeleteItemResult::Patched);
-            }
-            if owners.is_empty() {
+            // No owner left; or the answer still names them: a dry run (shadow mode answers a
+            // patch with the object as it is) or a writer that put them back. The write was
+            // made (or logged); deciding again would only repeat it, for ever in a dry run. A
+            // later change of the object queues it again.
+            if owners.is_empty() || owners.iter().any(|o| late.contains(&o.uid)) {
                 return Ok(DeleteItemResult::Patched);
             }
             c = self.classify_references(classified_as, &owners).await?;
@@ -442,7 +439,7 @@ impl<C: Cluster> Collector<C> {
             // graph may still lag, so decide from a live read this time.
             return None;
         }
-        if item.owners.iter().any(|o| self.orphaned.contains(o.uid)) {
+        if self.orphaned.remembers_any(item.owners.iter().map(|o| o.uid)) {
             // The memory of orphaned owners may be asked, and it reads the object's
             // creationTimestamp, which the graph does not keep.
             return None;

@@ -224,6 +224,14 @@ impl OrphanedOwners {
         if created_after { Judgement::CreatedAfterDeletion } else { Judgement::RemoveReferences }
     }
 
+    /// Whether any of `uids` is remembered, under one lock and without making it recently
+    /// used: a check on the path of every item decided from the graph's copy, and of explain,
+    /// neither of which uses the memory.
+    pub fn remembers_any(&self, uids: impl IntoIterator<Item = Uid>) -> bool {
+        let entries = self.entries.lock();
+        !entries.is_empty() && uids.into_iter().any(|uid| entries.peek(&uid).is_some())
+    }
+
     /// Whether the owner `uid` is remembered (finishing or done).
     pub fn contains(&self, uid: Uid) -> bool {
         self.state(uid).is_some()
@@ -254,6 +262,7 @@ mod tests {
         set.record(c, None);
         assert!(set.contains(a) && set.contains(c) && !set.contains(b));
         assert_eq!(set.len(), 2);
+        assert!(set.remembers_any([b, c]) && !set.remembers_any([b]));
         let none = OrphanedOwners::new(0);
         none.record(a, None);
         assert!(none.is_empty());

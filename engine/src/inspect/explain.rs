@@ -211,8 +211,8 @@ pub async fn explain<C: Cluster, R: Cluster>(
     // not keep: read live, as attemptToDelete reads it, when it may be asked.
     let mut live_read_error = None;
     let mut created = Ok(None);
-    let remembered = |o: &OwnerExplained| collector.orphaned_owners().contains(o.owner.uid);
-    if !node.is_virtual && !node.being_deleted && owners.iter().any(remembered) {
+    let remembered = collector.orphaned_owners().remembers_any(owners.iter().map(|o| o.owner.uid));
+    if !node.is_virtual && !node.being_deleted && remembered {
         match read_live(cluster, &node.identity).await {
             Ok(meta) => created = Ok(meta.creation_time),
             Err(e) => {

@@ -233,3 +233,12 @@ macro_rules! forward_to {
 }
 #[allow(unused_imports)]
 pub(crate) use forward_to;
+
+/// Whether an object created at `created` came after an owner deleted at `deleted` (Unix
+/// seconds): past the memory of orphaned owners' margin, both known. The stale-view oracles'
+/// own statement of what that memory leaves to upstream.
+#[allow(dead_code)] // each test crate includes this module; only the stale-view ones use it
+pub fn created_after(created: Option<i64>, deleted: Option<i64>) -> bool {
+    let margin = kube_gc_engine::collector::CREATED_AFTER_MARGIN_SECS;
+    matches!((created, deleted), (Some(c), Some(d)) if c > d + margin)
+}
