@@ -132,7 +132,9 @@ pub struct CollectorOptions {
     /// deleted or verified absent, and objects being deleted in the foreground go to the
     /// attemptToDelete queue's urgent lane ([`WorkQueue::add_urgent`], with its fairness
     /// bound), re-checks to the normal lane. Within the urgent lane the garbage found goes
-    /// before the verifications still waiting ([`WorkQueue::add_urgent_first`]).
+    /// before the verifications still waiting ([`WorkQueue::add_urgent_first`]), newest first
+    /// but with a turn for the oldest every few items, so that a steady flood of garbage
+    /// starves none of it.
     pub garbage_first: bool,
     /// Decide on an observed item from the graph's copy of it (its ownerReferences,
     /// resourceVersion and GC finalizers, all from the same informer event) instead of a live

@@ -169,14 +169,22 @@ struct State<T> {
     /// Items waiting for a worker, each dirty and not processing (invariant 1): the normal
     /// lane.
     queue: VecDeque<T>,
-    /// The urgent lane (see [`WorkQueue::add_urgent`]); same invariant as `queue`, and no item
-    /// is in both.
-    urgent: VecDeque<T>,
-    /// Items whose next entry into a lane goes to the urgent one: to its front if the value
-    /// is true ([`WorkQueue::add_urgent_first`]), else to its back.
+    /// The urgent lane's part filled by [`WorkQueue::add_urgent_first`], newest at the front
+    /// (handed out first), each item with its entry number; same invariant as `queue`, and no
+    /// item is in two lanes.
+    urgent_first: VecDeque<(u64, T)>,
+    /// The urgent lane's part filled by [`WorkQueue::add_urgent`], oldest at the front, each
+    /// item with its entry number; handed out after `urgent_first`.
+    urgent: VecDeque<(u64, T)>,
+    /// The next entry number for the urgent lane: lower is older.
+    urgent_entries: u64,
+    /// Items whose next entry into a lane goes to the urgent one: to `urgent_first` if the
+    /// value is true ([`WorkQueue::add_urgent_first`]), else to `urgent`.
     urgent_marks: HashMap<T, bool>,
     /// Urgent items handed out since the last normal one (fairness, [`URGENT_BURST`]).
     urgent_streak: u32,
+    /// Urgent items handed out in all (aging, [`URGENT_OLDEST_EVERY`]).
+    urgent_handed_out: u32,
     /// Items that need processing: in `queue`, or processing and re-added.
     dirty: HashSet<T>,
     /// Items handed out and not yet `done`.
@@ -243,6 +251,13 @@ impl<T> Ord for Delayed<T> {
 /// that the normal lane never starves.
 pub const URGENT_BURST: u32 = 8;
 
+/// Every this many urgent items handed out, the next is the urgent lane's oldest, whichever
+/// part it waits in. [`WorkQueue::add_urgent_first`] hands out the newest first, so without
+/// this an item could wait for as long as newer ones keep coming (a steady flood of garbage);
+/// with it, an urgent item with `k` older ones waiting is handed out within `(k + 1) *
+/// URGENT_OLDEST_EVERY` urgent items, as upstream's FIFO bounds a wait by the queue ahead.
+pub const URGENT_OLDEST_EVERY: u32 = 8;
+
 impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
     /// Creates a queue with client-go's default controller rate limiter. `name` labels its
     /// metrics (e.g. `garbage_collector_attempt_to_delete`, GC-SPEC §1.5).
@@ -260,9 +275,12 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
     pub fn with_rate_limiter(name: impl Into<String>, config: RateLimiterConfig) -> Self {
         let state = State {
             queue: VecDeque::new(),
+            urgent_first: VecDeque::new(),
             urgent: VecDeque::new(),
+            urgent_entries: 0,
             urgent_marks: HashMap::new(),
             urgent_streak: 0,
+            urgent_handed_out: 0,
             dirty: HashSet::new(),
             processing: HashSet::new(),
             waiting: BinaryHeap::new(),
@@ -328,7 +346,9 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
 
     /// Like [`add_urgent`](Self::add_urgent), to the front of the urgent lane: the next item
     /// handed out (within the same fairness bound). Items added this way come out last in,
-    /// first out, before those added with `add_urgent`.
+    /// first out, before those added with `add_urgent`, except that every
+    /// [`URGENT_OLDEST_EVERY`]th urgent item handed out is the lane's oldest, so that none
+    /// waits for ever behind newer ones.
     ///
     /// Not in client-go: kube-gc queues the dependents of an owner just found absent this way,
     /// so that each verification's garbage is collected before the next verification runs.
@@ -513,7 +533,7 @@ impl<T> WorkQueue<T> {
             state.timings.as_ref().map_or((Duration::ZERO, Duration::ZERO), |t| t.in_flight());
         QueueStats {
             depth: state.queued(),
-            urgent: state.urgent.len(),
+            urgent: state.urgent_first.len() + state.urgent.len(),
             processing: state.processing.len(),
             waiting: state.waiting_ready_at.len(),
             adds_total: state.adds_total,

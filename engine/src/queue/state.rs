@@ -8,44 +8,68 @@ use std::time::Instant;
 
 use hashbrown::hash_set::Entry;
 
-use super::{Core, Delayed, State, URGENT_BURST};
+use super::{Core, Delayed, State, URGENT_BURST, URGENT_OLDEST_EVERY};
 
 impl<T: Clone + Eq + Hash> State<T> {
     /// Puts an item that just became ready into its lane (the front of the urgent lane for
     /// [`super::WorkQueue::add_urgent_first`]).
     pub(super) fn push_back(&mut self, item: T) {
-        match self.urgent_marks.remove(&item) {
-            Some(true) => self.urgent.push_front(item),
-            Some(false) => self.urgent.push_back(item),
-            None => self.queue.push_back(item),
+        let Some(first) = self.urgent_marks.remove(&item) else {
+            return self.queue.push_back(item);
+        };
+        let entry = self.urgent_entries;
+        self.urgent_entries += 1;
+        if first {
+            self.urgent_first.push_front((entry, item));
+        } else {
+            self.urgent.push_back((entry, item));
         }
     }
 
     /// Takes the next item: urgent first, but never more than [`URGENT_BURST`] in a row while
     /// normal items wait.
     pub(super) fn pop_front(&mut self) -> Option<T> {
-        let take_urgent =
-            !self.urgent.is_empty() && (self.urgent_streak < URGENT_BURST || self.queue.is_empty());
-        if take_urgent {
+        let urgent_waits = !self.urgent_first.is_empty() || !self.urgent.is_empty();
+        if urgent_waits && (self.urgent_streak < URGENT_BURST || self.queue.is_empty()) {
             self.urgent_streak += 1;
-            self.urgent.pop_front()
+            self.pop_urgent()
         } else {
             self.urgent_streak = 0;
             self.queue.pop_front()
         }
+    }
+
+    /// Takes the next urgent item: the newest of `urgent_first`, else the oldest of `urgent`;
+    /// on every [`URGENT_OLDEST_EVERY`]th turn the oldest of both.
+    fn pop_urgent(&mut self) -> Option<T> {
+        self.urgent_handed_out = self.urgent_handed_out.wrapping_add(1);
+        let oldest_turn = self.urgent_handed_out % URGENT_OLDEST_EVERY == 0;
+        let from_first = match (self.urgent_first.back(), self.urgent.front()) {
+            (None, None) => return None,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some((first, _)), Some((other, _))) => !oldest_turn || first < other,
+        };
+        let entry = match (from_first, oldest_turn) {
+            (true, true) => self.urgent_first.pop_back(),
+            (true, false) => self.urgent_first.pop_front(),
+            (false, _) => self.urgent.pop_front(),
+        };
+        entry.map(|(_, item)| item)
     }
 }
 
 impl<T> State<T> {
     /// Items waiting in either lane.
     pub(super) fn queued(&self) -> usize {
-        self.queue.len() + self.urgent.len()
+        self.queue.len() + self.urgent_first.len() + self.urgent.len()
     }
 
     /// The waiting items, urgent lane first (the order `get` hands them out, ignoring the
-    /// fairness interleave).
+    /// fairness interleave and the oldest item's turns).
     pub(super) fn pending_order(&self) -> impl Iterator<Item = &T> {
-        self.urgent.iter().chain(self.queue.iter())
+        let urgent = self.urgent_first.iter().chain(self.urgent.iter()).map(|(_, item)| item);
+        urgent.chain(self.queue.iter())
     }
 
     /// Removes the waiter `id` if it is still registered; `false` means a notifier took it.

@@ -603,6 +603,36 @@ fn urgent_lane_should_not_starve_the_normal_lane() {
     assert_eq!(got.len(), URGENT_BURST as usize * 3 + 1);
 }
 
+/// Hands out one item and marks it done, after adding `newer` to the front of the urgent lane.
+fn hand_out_one_under_a_flood(q: &WorkQueue<i32>, newer: i32) -> i32 {
+    q.add_urgent_first(newer);
+    let item = q.get().unwrap();
+    q.done(&item);
+    item
+}
+
+#[test]
+fn a_flood_of_urgent_first_items_should_not_starve_the_oldest() {
+    let q = WorkQueue::with_rate_limiter("t", RateLimiterConfig::immediate());
+    q.add_urgent_first(0);
+    q.add_urgent(1);
+    let mut handed_out = Vec::new();
+    for newer in 2..(2 + 4 * URGENT_OLDEST_EVERY as i32) {
+        handed_out.push(hand_out_one_under_a_flood(&q, newer));
+    }
+    // The newest goes first, but every URGENT_OLDEST_EVERY-th turn is the oldest's: 0 (the
+    // oldest of add_urgent_first's part), then 1 (add_urgent's), then the flood's oldest still
+    // waiting: the one added on 0's turn, which went to 0 rather than to it.
+    let turn = |item: i32| handed_out.iter().position(|&got| got == item);
+    let every = URGENT_OLDEST_EVERY as usize;
+    assert_eq!(turn(0), Some(every - 1), "the oldest waited past its turn: {handed_out:?}");
+    assert_eq!(turn(1), Some(2 * every - 1), "add_urgent's item starved: {handed_out:?}");
+    let added_on_0s_turn = 2 + every as i32 - 1;
+    assert_eq!(turn(added_on_0s_turn), Some(3 * every - 1), "starved: {handed_out:?}");
+    assert_eq!(handed_out[0], 2, "otherwise the newest goes first");
+    assert_eq!(handed_out[1], 3);
+}
+
 #[test]
 fn urgent_re_add_while_processing_should_requeue_urgently_at_done() {
     let q = WorkQueue::with_rate_limiter("t", RateLimiterConfig::immediate());
