@@ -385,6 +385,42 @@ fn foreground_deletion_queues_blocking_dependents_and_waits_only_for_them() {
     assert!(env.cluster.object(&pods(), "ns1", "non-blocking").is_some(), "not waited for");
 }
 
+/// Upstream reads an item's dependents after its owners' GETs (`dependentsLength()` in the
+/// verdict): a dependent that arrives while those GETs are out makes the item go in the
+/// foreground, so the waiting owner outlives that dependent too.
+#[test]
+fn a_dependent_observed_during_the_owner_lookups_makes_the_deletion_foreground() {
+    let mut env = Env::new();
+    let cm = configmaps();
+    env.create(
+        &deployments(),
+        deleting(object(&deployments(), "owner", "ou", vec![]), &["foregroundDeletion"]),
+    );
+    env.create(
+        &cm,
+        object(&cm, "mid", "mu", vec![owner_ref(&deployments(), "owner", "ou", Some(true))]),
+    );
+    let late = object(&pods(), "late", "lu", vec![owner_ref(&cm, "mid", "mu", Some(true))]);
+    let graph = env.graph.clone();
+    let arrived = std::sync::atomic::AtomicBool::new(false);
+    env.cluster.on_call(move |cluster, call| {
+        let owner_get = call.verb() == Verb::Get && call.name == "owner";
+        if owner_get && !arrived.swap(true, Ordering::SeqCst) {
+            cluster.create(&pods(), late.clone()).unwrap();
+            let ty = kube_gc_engine::ObjectType::new("v1", "Pod");
+            let event = Event::new(EventType::Add, ty, late.clone());
+            Ingester::new(graph.clone(), 1).ingest(&[event]);
+        }
+        None
+    });
+    assert_eq!(env.work("mu"), Outcome::Forget);
+    let mid = env.cluster.object(&cm, "ns1", "mid").expect("deleted in the foreground, held");
+    assert_eq!(mid.finalizers, ["foregroundDeletion"]);
+    let calls = env.cluster.take_calls();
+    let delete = calls.iter().find(|c| c.verb() == Verb::Delete).expect("mid deleted");
+    assert_eq!(delete.name, "mid");
+}
+
 #[test]
 fn dependent_with_a_solid_owner_and_a_waiting_owner_is_patched_not_deleted() {
     let mut env = Env::new();

@@ -291,8 +291,11 @@ impl<C: Cluster> Collector<C> {
         };
         let has_gc_finalizers = latest.has_finalizer(FINALIZER_ORPHAN)
             || latest.has_finalizer(FINALIZER_DELETE_DEPENDENTS);
+        // The dependents as they are now, after the owners' reads, as upstream's verdict reads
+        // `dependentsLength()`: one observed meanwhile makes a deletion foreground.
+        let has_dependents = self.graph.dependents_len(identity.uid) != 0;
         let waiting_with_dependents = match classes.verdict(
-            item.dependents_len != 0,
+            has_dependents,
             has_gc_finalizers,
             warming_up,
         ) {
