@@ -25,10 +25,14 @@ pub enum IngestError {
         /// The object's UID.
         uid: String,
     },
-    /// A non-UUID UID past the cap on interned UIDs (see [`crate::identity`]).
+    /// A non-UUID UID past the cap on interned UIDs (see [`crate::identity`]): an object's
+    /// own UID, or in a live read any owner reference's (ingestion holds such a reference as
+    /// unrepresentable, [`crate::identity::owner_coordinates`]).
     #[error(transparent)]
     UidCapacity(#[from] crate::identity::UidCapacityError),
-    /// An owner reference's apiVersion or kind past the cap on types (see [`crate::identity`]).
+    /// An owner reference's apiVersion or kind past the cap on types or the length limit, in
+    /// a live read (see [`crate::identity`]; ingestion holds such a reference as
+    /// unrepresentable).
     #[error(transparent)]
     TypeCapacity(#[from] crate::identity::TypeCapacityError),
     /// An owner reference lacks a field the collector cannot do without.

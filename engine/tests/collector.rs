@@ -421,6 +421,72 @@ fn a_dependent_observed_during_the_owner_lookups_makes_the_deletion_foreground()
     assert_eq!(delete.name, "mid");
 }
 
+/// An ownerReference whose kind is longer than any served type's (the API server does not
+/// limit it) to the object numbered `uid`.
+fn unservable_ref(uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "K".repeat(kube_gc_engine::identity::MAX_TYPE_STRING_LEN + 1),
+        name: "x".into(),
+        uid: uid.into(),
+        ..OwnerReference::default()
+    }
+}
+
+/// A dependent that also names a type no server can serve still blocks its owner's
+/// foreground deletion, as in upstream's graph; and no decision goes past that reference (it
+/// cannot be mapped, as upstream cannot map it): the dependent is kept and retried, the owner
+/// waits. (Its events were refused before: the owner's finalizer went at once.)
+#[test]
+fn a_dependent_naming_an_unservable_type_still_blocks_a_foreground_deletion() {
+    for from_graph in [false, true] {
+        dependent_naming_an_unservable_type_blocks(from_graph);
+    }
+}
+
+fn dependent_naming_an_unservable_type_blocks(from_graph: bool) {
+    let mut env = if from_graph { Env::new().reading_items_from_graph() } else { Env::new() };
+    env.create(
+        &deployments(),
+        deleting(object(&deployments(), "owner", "ou", vec![]), &["foregroundDeletion"]),
+    );
+    let owners = vec![owner_ref(&deployments(), "owner", "ou", Some(true)), unservable_ref("xu")];
+    env.create(&pods(), object(&pods(), "p", "pu", owners));
+    env.clear_attempt_to_delete();
+
+    assert_eq!(env.work("ou"), Outcome::Forget);
+    assert_eq!(env.pending_delete(), [env.key("pu")], "the blocking dependent is queued");
+    let decided = env.work("pu");
+    assert_eq!(decided, Outcome::Requeue, "unservable reference mapped (from graph: {from_graph})");
+    assert!(env.cluster.object(&pods(), "ns1", "p").is_some(), "kept");
+    let owner = env.cluster.object(&deployments(), "ns1", "owner").expect("still waiting");
+    assert_eq!(owner.finalizers, ["foregroundDeletion"]);
+}
+
+/// An owner that names a type no server can serve is in the graph: its foreground deletion
+/// is seen and finishes once its blocking dependent is gone.
+#[test]
+fn an_owner_naming_an_unservable_type_finishes_its_foreground_deletion() {
+    let mut env = Env::new();
+    let cm = configmaps();
+    env.create(
+        &cm,
+        deleting(object(&cm, "owner", "ou", vec![unservable_ref("xu")]), &["foregroundDeletion"]),
+    );
+    env.create(
+        &pods(),
+        object(&pods(), "p", "pu", vec![owner_ref(&cm, "owner", "ou", Some(true))]),
+    );
+    assert!(env.graph.node(Uid::parse("ou")).unwrap().deleting_dependents);
+    env.clear_attempt_to_delete();
+    assert_eq!(env.work("ou"), Outcome::Forget);
+    assert_eq!(env.work("pu"), Outcome::Forget);
+    assert!(env.cluster.object(&pods(), "ns1", "p").is_none(), "the dependent goes first");
+    env.observe(EventType::Delete, &pods(), object(&pods(), "p", "pu", vec![]));
+    assert_eq!(env.work("ou"), Outcome::Forget);
+    assert!(env.cluster.object(&cm, "ns1", "owner").is_none(), "then the owner");
+}
+
 #[test]
 fn dependent_with_a_solid_owner_and_a_waiting_owner_is_patched_not_deleted() {
     let mut env = Env::new();

@@ -159,8 +159,15 @@ impl Collector for ScrapeTime {
             counter,
             &one(m.ingest_rejected.get() as f64),
         )?;
+        family(
+            e,
+            "kube_gc_unrepresentable_owner_references",
+            "ownerReferences held as (unrepresentable): a type longer than any served one, or a new type or non-UUID UID past --max-owner-types or --max-non-uuid-uids; no decision goes past one",
+            counter,
+            &one(kube_gc_engine::identity::unrepresentable_owner_references() as f64),
+        )?;
         // What ingestion holds for the process's life from text any writer of objects chose,
-        // against the caps past which it rejects objects naming a new value.
+        // against the caps past which it holds no new value.
         use kube_gc_engine::identity as held;
         let sets = [
             ("non_uuid_uids", held::interned_uids(), held::max_interned_uids()),
@@ -187,7 +194,7 @@ impl Collector for ScrapeTime {
         family(
             e,
             "kube_gc_interned_limit",
-            "The cap on each interned set: past it, objects naming a new value are rejected",
+            "The cap on each interned set: past it, an ownerReference naming a new value is held as (unrepresentable)",
             gauge,
             &by_set(|_, max| max),
         )?;

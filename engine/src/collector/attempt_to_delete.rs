@@ -580,8 +580,8 @@ fn live_owner_refs(meta: &ObjectMeta) -> Result<Vec<OwnerRef>, ItemError> {
 /// without a cap before anything is decided, and none is longer than the length limit), so
 /// upstream could not map it either: its classifyReferences fails on the same reference and
 /// requeues the item, as [`ItemError::RestMapping`] does here. A refused UID is a departure:
-/// upstream would look that owner up, where kube-gc keeps the item (it keeps the object out of
-/// the graph too).
+/// upstream would look that owner up, where kube-gc keeps the item (the graph holds that
+/// reference as unrepresentable, [`crate::identity::owner_coordinates`]).
 fn live_owner_ref(r: &crate::meta::OwnerReference) -> Result<OwnerRef, ItemError> {
     patch::try_owner_ref_from_api(r).map_err(|e| match e {
         IngestError::TypeCapacity(e) => {

@@ -5,7 +5,7 @@ use smallvec::SmallVec;
 use super::event::{Event, EventType};
 use super::rules::{DeletionState, RefView};
 use crate::error::IngestError;
-use crate::identity::{Namespace, ObjectReference, ObjectType, Uid};
+use crate::identity::{Namespace, ObjectReference, ObjectType, Uid, owner_coordinates};
 
 /// An event with its UIDs parsed and its strings interned, borrowing the rest from the event.
 #[derive(Debug)]
@@ -60,10 +60,11 @@ impl<'a> Prepared<'a> {
                     field,
                 });
             }
+            let (ty, uid) = owner_coordinates(&r.api_version, &r.kind, &r.uid);
             owners.push(RefView {
-                ty: ObjectType::try_new(&r.api_version, &r.kind)?,
+                ty,
                 name: &r.name,
-                uid: Uid::try_parse(&r.uid)?,
+                uid,
                 controller: r.controller,
                 block_owner_deletion: r.block_owner_deletion,
             });
