@@ -31,10 +31,18 @@
 //! before it went, so before any read found it absent: the dependent is never collected for
 //! it.
 //!
-//! Only for dependents the orphaning would have covered: each remembered owner carries its
-//! `deletionTimestamp`, and a dependent created after it (its `creationTimestamp`, more than
-//! [`CREATED_AFTER_MARGIN_SECS`] later, both to the second) came after the user deleted the
-//! owner, so no orphaning of that owner, upstream's or this one, was meant to keep it. It is decided as upstream decides it: its owners gone, it is garbage. That delete is
+//! Only for dependents that existed when the owner was deleted: each remembered owner carries
+//! its `deletionTimestamp`, and a dependent created after it (its `creationTimestamp`, more
+//! than [`CREATED_AFTER_MARGIN_SECS`] later, both to the second) came after the user deleted
+//! the owner. It is decided as upstream decides it: its owners gone, it is garbage. (An
+//! orphaning that ran later, held for a lagging watcher or queued, would have patched it had
+//! it been seen, as upstream's would: the cut-off is the deletion, not the orphaning, and
+//! such a dependent seen too late is collected, as upstream collects it. The
+//! `deletionTimestamp` of an owner deleted with a grace period is the end of the grace:
+//! dependents created during it are kept, where upstream would collect them. A skew past the
+//! margin between the API servers' clocks moves the cut-off: with the owner's ahead,
+//! dependents created just after the deletion are kept; with the dependent's ahead, ones
+//! created just before are collected, upstream's verdict on a dependent its graph missed.) That delete is
 //! upstream's own verdict on the live object, the one upstream makes whenever its graph missed
 //! a dependent, so the narrowing adds no write upstream would not make. Within the margin (an
 //! order the timestamps cannot tell: to the second, and from the clocks of possibly different
@@ -191,18 +199,42 @@ impl OrphanedOwners {
     /// every owner is one the collector orphaned, gone, [`Judgement::CreatedAfterDeletion`] if
     /// the object was created more than [`CREATED_AFTER_MARGIN_SECS`] after one of them was
     /// deleted, else
-    /// [`Judgement::RemoveReferences`]; [`Judgement::Upstream`] otherwise. attemptToDelete and
-    /// `explain` both ask it.
+    /// [`Judgement::RemoveReferences`]; [`Judgement::Upstream`] otherwise. attemptToDelete asks
+    /// it, making the owners it finds recently used.
     pub fn judge(
         &self,
         owners: impl IntoIterator<Item = Uid>,
         dangling: &[Uid],
         created: Option<i64>,
     ) -> Judgement {
-        let entries: Vec<Option<Entry>> = {
-            let mut memory = self.entries.lock();
-            dangling.iter().map(|uid| memory.get(uid).copied()).collect()
-        };
+        Self::judge_entries(owners, dangling, &self.entries_of(dangling, true), created)
+    }
+
+    /// [`judge`](Self::judge), leaving the memory's order alone: for `explain`, whose questions
+    /// must not decide which owner the memory forgets first.
+    pub fn peek_judgement(
+        &self,
+        owners: impl IntoIterator<Item = Uid>,
+        dangling: &[Uid],
+        created: Option<i64>,
+    ) -> Judgement {
+        Self::judge_entries(owners, dangling, &self.entries_of(dangling, false), created)
+    }
+
+    /// The entries of `uids`, in order, under one lock; with `touch`, made recently used.
+    fn entries_of(&self, uids: &[Uid], touch: bool) -> Vec<Option<Entry>> {
+        let mut memory = self.entries.lock();
+        let mut entry = |uid| if touch { memory.get(uid) } else { memory.peek(uid) }.copied();
+        uids.iter().map(&mut entry).collect()
+    }
+
+    /// The judgement, from the entries of `dangling` (in its order).
+    fn judge_entries(
+        owners: impl IntoIterator<Item = Uid>,
+        dangling: &[Uid],
+        entries: &[Option<Entry>],
+        created: Option<i64>,
+    ) -> Judgement {
         if entries.iter().flatten().any(|e| e.state == Orphaning::Finishing) {
             return Judgement::Wait;
         }
@@ -266,6 +298,24 @@ mod tests {
         let none = OrphanedOwners::new(0);
         none.record(a, None);
         assert!(none.is_empty());
+    }
+
+    /// attemptToDelete's judgement makes the owners it finds recently used; explain's peek
+    /// leaves the order alone, so asking about an object cannot make the memory forget another.
+    #[test]
+    fn only_the_collectors_judgement_makes_an_owner_recently_used() {
+        for peek in [false, true] {
+            let set = OrphanedOwners::new(2);
+            let (a, b, c) = (Uid::from_u128(1), Uid::from_u128(2), Uid::from_u128(3));
+            set.record(a, None);
+            set.record(b, None);
+            let judged =
+                if peek { set.peek_judgement([a], &[a], None) } else { set.judge([a], &[a], None) };
+            assert_eq!(judged, Judgement::Wait, "a found: recorded, still finishing");
+            set.record(c, None);
+            let forgotten = if peek { a } else { b };
+            assert!(!set.remembers_any([forgotten]), "peek {peek}: the wrong owner went");
+        }
     }
 
     /// Wait whenever a dangling owner is finishing; the references go only when every owner

@@ -208,9 +208,11 @@ pub async fn explain<C: Cluster, R: Cluster>(
         node.owners.iter().map(|o| owner(collector, &node, o)).collect();
     let warming_up = collector.is_warming_up();
     // The memory of orphaned owners reads the object's creationTimestamp, which the graph does
-    // not keep: read live, as attemptToDelete reads it, when it may be asked.
+    // not keep: read live, as attemptToDelete reads it, when it may be asked. Not read, it is
+    // not known: should an owner be remembered between this check and the judgement, explain
+    // says the decision waits on it rather than guess.
     let mut live_read_error = None;
-    let mut created = Ok(None);
+    let mut created = Err(());
     let remembered = collector.orphaned_owners().remembers_any(owners.iter().map(|o| o.owner.uid));
     if !node.is_virtual && !node.being_deleted && remembered {
         match read_live(cluster, &node.identity).await {
@@ -347,12 +349,15 @@ fn decide<C: Cluster>(
     // consulted as `attemptToDelete` consults it, after classifying.
     let dangling_uids: Vec<Uid> = dangling.iter().map(|o| o.uid).collect();
     let owner_uids = owners.iter().map(|o| o.owner.uid);
-    let judged =
-        collector.orphaned_owners().judge(owner_uids, &dangling_uids, created.ok().flatten());
+    let judged = collector.orphaned_owners().peek_judgement(
+        owner_uids,
+        &dangling_uids,
+        created.ok().flatten(),
+    );
     match judged {
         Judgement::RemoveReferences | Judgement::CreatedAfterDeletion if created.is_err() => {
             return Decision::Nothing(
-                "its owners were orphaned and are gone: whether it is orphaned or collected depends on its creationTimestamp, which could not be read",
+                "its owners were orphaned and are gone: whether it is orphaned or collected depends on its creationTimestamp, which was not read",
             );
         }
         Judgement::Wait => {
