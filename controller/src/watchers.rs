@@ -6,6 +6,12 @@
 //! client (`metadata.go`, which asks for `PartialObjectMetadata(List)` as protobuf, JSON if the
 //! server cannot); `graph_builder.go` (`controllerFor`); GC-SPEC.md §2.1.
 //!
+//! One file on purpose (over 600 lines): the list and the watch are one loop whose states
+//! (which resourceVersion to resume from, when a relist must be consistent, when the watcher
+//! counts as behind) pass between them, as in client-go's `reflector.go`; split, each half
+//! would be read only with the other beside it. Its tests and its supervisor are apart
+//! (`watchers/`).
+//!
 //! Each watcher is this list/watch loop. It asks for protobuf, as upstream's metadata informers
 //! do, or JSON with `--kube-api-content-type application/json`, and reads each response by its
 //! `Content-Type` (protobuf by [`kube_gc_wire`], JSON by [`crate::lean_meta`], its lists
