@@ -88,8 +88,9 @@ pub enum HeldDecision {
 pub enum Admission {
     /// No watcher is behind: go ahead.
     Proceed,
-    /// Some watchers are behind, each for longer than the timeout: go ahead (upstream's
-    /// behaviour), naming them.
+    /// Some watchers are behind, each for longer than the timeout, or this decision has
+    /// waited the timeout in all (held again and again by watchers falling behind anew): go
+    /// ahead (upstream's behaviour), naming them.
     ProceedPastTimeout(Vec<String>),
     /// A watcher is behind: the owner is held, and queued again when no watcher is behind, or
     /// after this long at the latest (when the last of them reaches its timeout).
@@ -110,7 +111,16 @@ struct State {
     behind: HashMap<String, Instant>,
     /// Owners held until no watcher is behind, with the decision each waits to make.
     held: HashSet<(NodeKey, HeldDecision)>,
+    /// When each decision was first held, kept across its releases until it goes ahead: a
+    /// watcher's timeout counts from when that watcher fell behind, so watchers falling behind
+    /// one after another (CRD changes every few seconds) could otherwise hold one decision for
+    /// ever.
+    first_held: HashMap<(NodeKey, HeldDecision), Instant>,
 }
+
+/// How long a decision's first hold is remembered without the decision coming back, in
+/// timeouts: it comes back at the timeout at the latest unless its item was dropped.
+const FIRST_HELD_KEPT_FOR_TIMEOUTS: u32 = 10;
 
 impl LaggingWatchers {
     /// None behind; decisions wait at most `timeout` for a watcher (zero: never wait, as
@@ -140,6 +150,11 @@ impl LaggingWatchers {
         if state.behind.remove(resource).is_none() {
             return Vec::new();
         }
+        if state.behind.is_empty() {
+            // Decisions whose items went away while held never come back to be forgotten.
+            let kept_for = self.timeout.saturating_mul(FIRST_HELD_KEPT_FOR_TIMEOUTS);
+            state.first_held.retain(|_, since| now.saturating_duration_since(*since) < kept_for);
+        }
         if self.holding_for(&state, now).is_some() {
             return Vec::new();
         }
@@ -149,10 +164,18 @@ impl LaggingWatchers {
     /// Whether `decision` on `owner` may go ahead at `now`; if not, `owner` is held for it.
     pub fn admit(&self, owner: NodeKey, decision: HeldDecision, now: Instant) -> Admission {
         let mut state = self.state.lock();
+        let held = (owner, decision);
         if state.behind.is_empty() || self.timeout.is_zero() {
+            if !state.first_held.is_empty() {
+                state.first_held.remove(&held);
+            }
             return Admission::Proceed;
         }
-        if let Some(remaining) = self.holding_for(&state, now) {
+        let since = *state.first_held.entry(held).or_insert(now);
+        let own_remaining = self.timeout.saturating_sub(now.saturating_duration_since(since));
+        let watchers_remaining = self.holding_for(&state, now);
+        if let Some(remaining) = watchers_remaining.filter(|_| !own_remaining.is_zero()) {
+            let remaining = remaining.min(own_remaining);
             // Seeded defect for loom-tests; never enabled in real builds: record the owner
             // under a second lock, after the decision.
             #[cfg(all(kube_gc_loom, feature = "loom-defects"))]
@@ -163,9 +186,12 @@ impl LaggingWatchers {
                 self.state.lock().held.insert((owner, decision));
                 return Admission::Hold(remaining);
             }
-            state.held.insert((owner, decision));
+            state.held.insert(held);
             return Admission::Hold(remaining);
         }
+        // Going ahead: neither held any more nor waiting since.
+        state.first_held.remove(&held);
+        state.held.remove(&held);
         let mut late: Vec<String> = state.behind.keys().cloned().collect();
         late.sort();
         Admission::ProceedPastTimeout(late)
@@ -345,6 +371,40 @@ mod tests {
         );
         // Past its timeout, the first no longer keeps owners held when the second catches up.
         assert_eq!(lag.catch_up("pods", late), vec![(key(1), ForegroundDeletion)]);
+    }
+
+    /// Watchers falling behind one after another (the controller's `discovery` key, set by
+    /// each CRD change and cleared by the next discovery): the decision waits the timeout in
+    /// all, from its first hold, not a fresh timeout for each watcher.
+    #[test]
+    fn a_decision_held_again_and_again_waits_the_timeout_in_all() {
+        let lag = LaggingWatchers::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
+        lag.fall_behind("discovery", t0);
+        assert_eq!(lag.admit(key(1), ForegroundDeletion, t0), Admission::Hold(at(60) - t0));
+        assert_eq!(lag.catch_up("discovery", at(5)), vec![(key(1), ForegroundDeletion)]);
+        lag.fall_behind("discovery", at(6));
+        // Its own wait ends sooner than the watcher's.
+        assert_eq!(lag.admit(key(1), ForegroundDeletion, at(30)), Admission::Hold(at(60) - at(30)));
+        assert_eq!(lag.catch_up("discovery", at(31)), vec![(key(1), ForegroundDeletion)]);
+        lag.fall_behind("discovery", at(40));
+        assert_eq!(
+            lag.admit(key(1), ForegroundDeletion, at(61)),
+            Admission::ProceedPastTimeout(vec!["discovery".into()])
+        );
+        // Gone ahead: not held any more, and a later hold starts afresh.
+        assert!(lag.catch_up("discovery", at(62)).is_empty());
+        lag.fall_behind("pods", at(70));
+        assert_eq!(
+            lag.admit(key(1), ForegroundDeletion, at(70)),
+            Admission::Hold(at(130) - at(70))
+        );
+        // Another decision, first held now, has its own time.
+        assert_eq!(
+            lag.admit(key(2), ForegroundDeletion, at(100)),
+            Admission::Hold(at(130) - at(100))
+        );
     }
 
     #[test]
