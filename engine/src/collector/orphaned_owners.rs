@@ -111,14 +111,20 @@ pub enum Orphaning {
 }
 
 /// An orphaning removing its owner's finalizer ([`OrphanedOwners::begin`]): the owner is
-/// [`Orphaning::Finishing`] until [`FinishingOrphaning::confirm`], and forgotten if the guard
-/// is dropped unconfirmed, so that a removal that fails, finds nothing to remove, panics or is
-/// cancelled never leaves the owner finishing for ever (its dependents would wait on it).
+/// [`Orphaning::Finishing`] until [`FinishingOrphaning::confirm`]. Dropped unconfirmed, the
+/// guard leaves the owner as it was before this orphaning began (an earlier orphaning of the
+/// collector's own, [`Orphaning::Done`], stays done; otherwise forgotten), so that a removal
+/// that fails, finds nothing to remove, panics or is cancelled never leaves the owner
+/// finishing for ever (its dependents would wait on it), nor erases what an earlier orphaning
+/// did: the owner deleted again with `orphan` after the collector removed the first `orphan`
+/// (another finalizer held it), whose second removal someone else made.
 #[must_use = "dropping the guard forgets the owner at once"]
 #[derive(Debug)]
 pub struct FinishingOrphaning<'a> {
     owners: &'a OrphanedOwners,
     uid: Uid,
+    /// The owner's entry before this orphaning began.
+    before: Option<Entry>,
     confirmed: bool,
 }
 
@@ -133,7 +139,7 @@ impl FinishingOrphaning<'_> {
 impl Drop for FinishingOrphaning<'_> {
     fn drop(&mut self) {
         if !self.confirmed {
-            self.owners.forget(self.uid);
+            self.owners.unfinish(self.uid, self.before);
         }
     }
 }
@@ -172,8 +178,23 @@ impl OrphanedOwners {
     /// [`Orphaning::Finishing`] for as long as the returned guard lives (see
     /// [`FinishingOrphaning`]).
     pub fn begin(&self, uid: Uid, deleted_at: Option<i64>) -> FinishingOrphaning<'_> {
+        let before = self.entries.lock().peek(&uid).copied();
         self.record(uid, deleted_at);
-        FinishingOrphaning { owners: self, uid, confirmed: false }
+        FinishingOrphaning { owners: self, uid, before, confirmed: false }
+    }
+
+    /// An orphaning of `uid` ended unconfirmed: unless another one confirmed it meanwhile, the
+    /// owner goes back to `before` if that was done, else is forgotten.
+    fn unfinish(&self, uid: Uid, before: Option<Entry>) {
+        let mut entries = self.entries.lock();
+        let Some(entry) = entries.peek_mut(&uid) else { return };
+        match before {
+            _ if entry.state == Orphaning::Done => {}
+            Some(done) if done.state == Orphaning::Done => *entry = done,
+            _ => {
+                entries.pop(&uid);
+            }
+        }
     }
 
     /// The orphaning of the owner `uid` removed its finalizer (if still remembered).
@@ -298,6 +319,27 @@ mod tests {
         let none = OrphanedOwners::new(0);
         none.record(a, None);
         assert!(none.is_empty());
+    }
+
+    /// An owner the collector orphaned once (another finalizer kept it), deleted again with
+    /// `orphan`, whose second removal someone else made: still done, as the first left it. An
+    /// owner whose only orphaning ends unconfirmed is forgotten.
+    #[test]
+    fn an_unconfirmed_orphaning_leaves_an_earlier_one_done() {
+        let set = OrphanedOwners::new(8);
+        let (a, b) = (Uid::from_u128(1), Uid::from_u128(2));
+        set.begin(a, Some(100)).confirm();
+        drop(set.begin(a, Some(200)));
+        assert_eq!(set.state(a), Some(Orphaning::Done));
+        assert_eq!(set.judge([a], &[a], Some(150)), Judgement::CreatedAfterDeletion, "t 100 kept");
+        drop(set.begin(b, None));
+        assert_eq!(set.state(b), None);
+        // Two orphanings at once: one confirms, the other's end leaves it done.
+        let first = set.begin(b, None);
+        let second = set.begin(b, None);
+        first.confirm();
+        drop(second);
+        assert_eq!(set.state(b), Some(Orphaning::Done));
     }
 
     /// attemptToDelete's judgement makes the owners it finds recently used; explain's peek
