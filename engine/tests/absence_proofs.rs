@@ -120,6 +120,30 @@ fn one_list_proves_every_missing_owner_and_only_those() {
     assert_eq!(env.collector.stats().proven_absent.load(Ordering::Relaxed), 3);
 }
 
+/// An owner present but never observed (its resource ignored, or its watch forbidden): each
+/// round lists it, hands it back, and its GET requeues it still virtual, as upstream requeues
+/// it (#56121). Its backoff grows from round to round, as upstream's, rather than starting
+/// over at each offer (a list and a GET every few milliseconds, for ever).
+#[test]
+fn an_owner_handed_back_round_after_round_keeps_its_backoff() {
+    let cluster = cluster();
+    cluster.create(&replicasets(), rs(4)).unwrap();
+    let stored = create(&cluster, &pods(), pod(4, 4));
+    let mut env = observing(cluster, vec![stored]);
+    let owner = env.graph.key_of(Uid::parse(&uid(4))).unwrap();
+    let queue = env.collector.attempt_to_delete_queue().clone();
+    env.drain_attempt_to_delete(10_000);
+    for round in 1..=3 {
+        assert_eq!(env.collector.pending_proofs(), 1, "offered again in round {round}");
+        let proofs = block_on(env.collector.prove_absences(ProofWaits::NONE));
+        assert_eq!((proofs.lists, proofs.handed_back), (1, 1));
+        env.drain_attempt_to_delete(10_000);
+        assert_eq!(queue.num_requeues(&owner), round, "the backoff started over");
+    }
+    assert!(is_virtual(&env, 4));
+    assert!(env.cluster.object(&pods(), "ns1", "pod-4").is_some(), "its owner lives");
+}
+
 /// Owners of a resource an aggregated API server serves are never offered to a list (its lists
 /// promise no consistency): each takes upstream's GET, and the garbage still goes.
 #[test]

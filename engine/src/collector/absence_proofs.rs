@@ -506,6 +506,8 @@ impl<C: Cluster> Collector<C> {
                     tracing::trace!(owner = %p.identity, "a consistent list does not hold the owner, generating a virtual delete event");
                     self.stats.proven_absent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     self.enqueue_virtual_delete_event(&p.identity);
+                    // Settled: its backoff, kept while the prover held it, goes.
+                    self.attempt_to_delete.forget(&p.key);
                     done.proven_absent += 1;
                 }
             }

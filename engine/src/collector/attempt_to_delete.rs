@@ -71,7 +71,7 @@ impl<C: Cluster> Collector<C> {
         if self.offer_for_proof(&node, reasons) {
             // The prover now holds the item: it proves the owner absent, or puts the item back
             // for the GET (see `absence_proofs`).
-            return Outcome::Forget;
+            return Outcome::HandedOver;
         }
         let was_virtual = node.is_virtual;
         let result = self.attempt_to_delete_item(&node).await;

@@ -58,6 +58,10 @@ pub enum Outcome {
     Forget,
     /// Try again later, with per-item exponential backoff.
     Requeue,
+    /// Taken over by the absence prover, which queues the item again or proves it absent:
+    /// done for now, its backoff kept, so that an owner the prover keeps handing back to a GET
+    /// that keeps finding it unobserved backs off as upstream's requeued virtual node does.
+    HandedOver,
 }
 
 /// Why processing an item did not complete.
@@ -528,6 +532,7 @@ impl<C: Cluster> Collector<C> {
         match outcome {
             Outcome::Forget => queue.forget(&key),
             Outcome::Requeue => queue.add_rate_limited(key),
+            Outcome::HandedOver => {}
         }
         queue.done(&key);
     }
