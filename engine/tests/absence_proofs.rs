@@ -144,6 +144,36 @@ fn an_owner_handed_back_round_after_round_keeps_its_backoff() {
     assert!(env.cluster.object(&pods(), "ns1", "pod-4").is_some(), "its owner lives");
 }
 
+/// A cluster whose lists panic (a bug in a client, say).
+struct PanickingList(MemoryCluster);
+
+impl Cluster for PanickingList {
+    support::forward_to!(0: resource_for, consistent_lists, get, patch, delete, record_event);
+    async fn list_page(
+        &self,
+        _: &Resource,
+        _: Option<&str>,
+        _: u32,
+    ) -> Result<kube_gc_engine::cluster::ListPage, ClusterError> {
+        panic!("the list broke")
+    }
+}
+
+/// A proof list that panics hands its owners back to the GET: their items had left the queue
+/// when offered, so nothing else would verify them again (their garbage never collected).
+#[test]
+fn a_list_that_panics_hands_its_owners_back() {
+    let cluster = cluster();
+    let stored = create(&cluster, &pods(), pod(1, 1));
+    let mut env = observing(PanickingList(cluster), vec![stored]);
+    env.drain_attempt_to_delete(10_000);
+    assert_eq!(env.collector.pending_proofs(), 1);
+    let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+    assert_eq!(round.handed_back, 1);
+    env.drain_attempt_to_delete(10_000);
+    assert!(env.cluster.0.object(&pods(), "ns1", "pod-1").is_none(), "collected after a GET");
+}
+
 /// Owners of a resource an aggregated API server serves are never offered to a list (its lists
 /// promise no consistency): each takes upstream's GET, and the garbage still goes.
 #[test]

@@ -55,7 +55,10 @@
 //! next (its pages began before them, so they could prove nothing of them anyway).
 
 use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
 
 use super::{Collector, REASON_VERIFY};
 use crate::cluster::{Cluster, ClusterError, Resource};
@@ -258,7 +261,17 @@ impl<C: Cluster> Collector<C> {
         round.handed_back += to_hand_back.len();
         let lists = to_list.into_iter().map(|(listing, resource, entries)| async move {
             let _listing = listing;
-            self.prove_by_list(resource, entries).await
+            // The owners' items were left by the queue when offered: a list that panics
+            // must hand them back, or nothing would ever verify them again (their dependents
+            // never collected), and the round's other lists go on.
+            let owners = entries.clone();
+            let proving = self.prove_by_list(resource.clone(), entries);
+            AssertUnwindSafe(proving).catch_unwind().await.unwrap_or_else(|panic| {
+                let panic = super::panic_message(&panic);
+                tracing::error!(%resource, panic, owners = owners.len(), "a proof list panicked; verifying its owners one by one");
+                self.give_up_listing(resource, &owners);
+                ProofRound { handed_back: owners.len(), ..ProofRound::default() }
+            })
         });
         for done in futures_util::future::join_all(lists).await {
             round.lists += usize::from(done.pages != 0);
@@ -410,6 +423,19 @@ impl<C: Cluster> Collector<C> {
         }
     }
 
+    /// A list of `resource` failed: counted, no list of it for a while, and `entries` handed
+    /// back to the GET, which they take next (not offered again).
+    fn give_up_listing(&self, resource: Resource, entries: &[Pending]) {
+        self.stats.proof_lists_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut proofs = self.proofs.lock();
+        proofs.failed_until.insert(resource, Instant::now() + RETRY_LIST_AFTER);
+        for p in entries {
+            proofs.declined.insert(p.key);
+        }
+        drop(proofs);
+        self.hand_back(entries);
+    }
+
     /// Lists `resource` and settles each of `entries` (taken before the first page: see the
     /// module docs).
     async fn prove_by_list(&self, resource: Resource, entries: Vec<Pending>) -> ProofRound {
@@ -470,14 +496,7 @@ impl<C: Cluster> Collector<C> {
                 // An expired continue token (410), a missing list verb, a transport error:
                 // nothing is proven; every owner goes to the GET.
                 tracing::warn!(%resource, error = %e, owners = entries.len(), "cannot list to prove owners absent; verifying them one by one");
-                self.stats.proof_lists_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let mut proofs = self.proofs.lock();
-                proofs.failed_until.insert(resource, Instant::now() + RETRY_LIST_AFTER);
-                for p in &entries {
-                    proofs.declined.insert(p.key);
-                }
-                drop(proofs);
-                self.hand_back(&entries);
+                self.give_up_listing(resource, &entries);
                 done.handed_back = entries.len();
                 return done;
             }
