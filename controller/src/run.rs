@@ -152,6 +152,9 @@ impl Controller {
             cluster = cluster.with_shadow(shadow.clone());
         }
         let metrics = Arc::new(Metrics::default());
+        if flags.dry_run {
+            metrics.set_dry_run();
+        }
         // Eight chunks of up to `--batch-size` notifications (32k objects by default) keep the
         // graph builder fed while it applies a batch; a deeper queue only held more decoded
         // metadata in memory ahead of the graph (64 chunks: 270 → 246 B of peak RSS per object

@@ -79,6 +79,8 @@ pub struct Metrics {
     warmup_seconds: Mutex<BTreeMap<String, f64>>,
     unsynced: Mutex<Vec<String>>,
     collecting_since: OnceLock<Instant>,
+    /// Set in shadow mode (`--dry-run`): the collector's would-be deletions are no deletions.
+    dry_run: OnceLock<()>,
     queue_duration: HistogramFamily<NameLabel>,
     work_duration: HistogramFamily<NameLabel>,
     leader: Family<NameLabel, Gauge>,
@@ -96,6 +98,7 @@ impl Default for Metrics {
             warmup_seconds: Mutex::default(),
             unsynced: Mutex::default(),
             collecting_since: OnceLock::new(),
+            dry_run: OnceLock::new(),
             queue_duration: Family::new_with_constructor(queue_histogram),
             work_duration: Family::new_with_constructor(queue_histogram),
             leader: Family::default(),
@@ -124,6 +127,19 @@ impl Metrics {
     /// `kube_gc_first_deletion_seconds` and `kube_gc_last_deletion_seconds` count from.
     pub fn start_collecting(&self) {
         let _ = self.collecting_since.set(Instant::now());
+    }
+
+    /// Marks the process as shadow mode (`--dry-run`): the deletion metrics
+    /// (`kube_gc_deleted_total`, `kube_gc_api_calls_per_collected_object`,
+    /// `kube_gc_first_deletion_seconds`, `kube_gc_last_deletion_seconds`) are not exported, as
+    /// nothing was deleted; `kube_gc_dry_run_writes_total` counts what would have been.
+    pub fn set_dry_run(&self) {
+        let _ = self.dry_run.set(());
+    }
+
+    /// Whether [`set_dry_run`](Self::set_dry_run) was called.
+    pub fn dry_run(&self) -> bool {
+        self.dry_run.get().is_some()
     }
 
     /// `leader_election_master_status{name=lease}`: 1 while this process holds the Lease, 0

@@ -271,8 +271,10 @@ impl Collector for ScrapeTime {
             &series,
         )?;
         let collector_calls: f64 = by_purpose.iter().filter(|c| c.1 != "event").map(|c| c.2).sum();
+        // In shadow mode the collector's deletions were not sent: no deletion metric then.
+        let deleting = !m.dry_run();
         let deleted = load(&stats.deleted);
-        if deleted > 0.0 {
+        if deleting && deleted > 0.0 {
             family(
                 e,
                 "kube_gc_api_calls_per_collected_object",
@@ -350,9 +352,13 @@ impl Collector for ScrapeTime {
                 &stats.item_reads_saved,
             ),
         ] {
+            if name == "kube_gc_deleted" && !deleting {
+                continue;
+            }
             family(e, name, help, counter, &one(load(value)))?;
         }
         let times = *stats.deletion_times.lock().unwrap_or_else(|e| e.into_inner());
+        let times = times.filter(|_| deleting);
         if let (Some((first, last)), Some(since)) = (times, m.collecting_since.get()) {
             let after = |t: std::time::Instant| t.saturating_duration_since(*since).as_secs_f64();
             family(

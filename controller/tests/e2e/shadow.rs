@@ -224,6 +224,14 @@ async fn run(cx: &mut Ctx<'_>, shadow: &mut Collector) -> anyhow::Result<()> {
         .filter(|l| l.starts_with("rest_client_requests_total{") && !l.contains("method=\"GET\""))
         .collect();
     ensure!(sent_writes.is_empty(), "kube-gc sent requests other than GETs: {sent_writes:?}");
+    // Its would-be deletions are counted as such, never as deletions.
+    ensure!(
+        writes.lines().any(|l| l.starts_with("kube_gc_dry_run_writes_total{verb=\"delete\"}")),
+        "no would-be deletion counted"
+    );
+    let deletions: Vec<&str> =
+        writes.lines().filter(|l| l.starts_with("kube_gc_deleted_total")).collect();
+    ensure!(deletions.is_empty(), "shadow mode reports deletions: {deletions:?}");
     let audit = audit_since(&cx.collector.testenv(), audit_from)?;
     let app = cx.obj("app").name.clone();
     ensure!(
