@@ -151,9 +151,14 @@ pub async fn ingest_loop(
         };
         builder = back;
         if let Some(shadow) = &shadow {
+            let collector = builder.collector();
+            let synced = !collector.is_warming_up();
             for (resource, meta) in &deletions {
-                shadow.observed_deletion(resource, meta, builder.collector().graph());
+                shadow.observed_deletion(resource, meta, collector.graph(), synced);
             }
+            // Deletions judged with owners staying: their owners' own deletions (or foreground
+            // deletions) may arrive in a later batch.
+            shadow.settle(collector.graph(), synced);
         }
         if done.events != 0 {
             metrics.ingest_batches.inc();

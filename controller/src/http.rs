@@ -81,6 +81,9 @@ async fn metrics(State(s): State<DebugState>) -> impl IntoResponse {
 async fn shadow(State(s): State<DebugState>) -> axum::response::Response {
     match &s.shadow {
         Some(shadow) => {
+            // Judged again first, as after a batch: an idle cluster may send none after the
+            // sync, and the deletions seen in warm-up would stay unsettled.
+            shadow.settle(&s.graph, !s.collector.is_warming_up());
             ([(header::CONTENT_TYPE, "application/json")], shadow.report(&s.graph).to_string())
                 .into_response()
         }

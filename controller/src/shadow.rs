@@ -10,7 +10,10 @@
 //!   charge, or anyone). When the other collector deletes an object before kube-gc has come
 //!   to it, kube-gc judges it as its delete event arrives, from the graph at that moment:
 //!   garbage if none of its owners is there and staying (each is gone, being deleted in the
-//!   foreground, or never observed); those are marked `decidedAtDeletion`;
+//!   foreground, or never observed); those are marked `decidedAtDeletion`. One with owners
+//!   staying is judged again after each batch for 60 s (`OWNER_DELETION_LATE_BY_SECS`; the
+//!   owners' own deletions may arrive later), then final; one seen in warm-up is `unsettled`
+//!   until the graph has synced;
 //! - `notDeleted`: objects it would have deleted that are still there (the other collector
 //!   disagrees, or has not got to them yet);
 //! - `deletedNotPlanned`: objects with owner references deleted while kube-gc never decided to
@@ -70,12 +73,51 @@ struct WouldDelete {
 enum AtDeletion {
     /// It had no owner references: not a collector's business.
     Unowned,
-    /// Garbage by the graph at that moment: no owner staying.
+    /// Garbage by the graph at that moment: no owner staying, every watcher synced.
     Garbage,
     /// These owners were there and staying. Watches of different resources are not ordered,
-    /// so the owners' own deletions may arrive later: the report judges again then (see
+    /// so the owners' own deletions may arrive later: the report judges again (see
     /// [`Shadow::report`]).
     OwnersStaying(Vec<OwnerRef>),
+    /// No owner staying, but the graph was still warming up (an owner's resource may not have
+    /// been listed yet): the report judges again.
+    Unsettled(Vec<OwnerRef>),
+}
+
+/// A deletion the watches delivered.
+#[derive(Clone, Debug)]
+struct Seen {
+    object: Named,
+    judged: AtDeletion,
+    /// When it was seen (Unix seconds).
+    at: f64,
+}
+
+/// How long after a dependent's deletion its owners may stop staying (their own deletions, or
+/// foreground deletions, seen late: watches of different resources are not ordered, and a
+/// watcher may be behind) and still make it garbage: the default catch-up timeout. Past it
+/// the judgement is final, so that an owner deleted later (a rollout's cleanup, days on) does
+/// not turn an earlier disagreement into agreement.
+const OWNER_DELETION_LATE_BY_SECS: f64 = 60.0;
+
+/// A deletion judged with owners staying, or in warm-up, is judged again on `graph` (the
+/// graph `synced` or not): garbage once no owner stays (an owner never observed counts as
+/// absent once synced), the owners still staying otherwise; `None` while unsettled.
+fn judge_again(graph: &Graph, judged: &AtDeletion, synced: bool) -> Option<AtDeletion> {
+    match judged {
+        AtDeletion::OwnersStaying(owners) | AtDeletion::Unsettled(owners) => {
+            let still: Vec<OwnerRef> =
+                owners.iter().filter(|o| staying(graph, o)).cloned().collect();
+            if !still.is_empty() {
+                Some(AtDeletion::OwnersStaying(still))
+            } else if synced || matches!(judged, AtDeletion::OwnersStaying(_)) {
+                Some(AtDeletion::Garbage)
+            } else {
+                None
+            }
+        }
+        settled => Some(settled.clone()),
+    }
 }
 
 /// Whether `owner` is in `graph`, observed under its coordinates, and not being deleted in the
@@ -90,8 +132,10 @@ fn staying(graph: &Graph, owner: &OwnerRef) -> bool {
 #[derive(Debug)]
 pub struct Shadow {
     would_delete: Mutex<LruCache<String, WouldDelete>>,
-    /// Deletions the watches saw: UID → (object, kube-gc's judgement then).
-    deleted: Mutex<LruCache<String, (Named, AtDeletion)>>,
+    /// Deletions the watches saw, by UID.
+    deleted: Mutex<LruCache<String, Seen>>,
+    /// The UIDs of deletions still to be judged again ([`Shadow::settle`]), oldest first.
+    unsettled: Mutex<std::collections::VecDeque<String>>,
     writes: Family<[(&'static str, String); 1], Counter>,
 }
 
@@ -101,6 +145,7 @@ impl Default for Shadow {
         Shadow {
             would_delete: Mutex::new(LruCache::new(size)),
             deleted: Mutex::new(LruCache::new(size)),
+            unsettled: Mutex::default(),
             writes: Family::default(),
         }
     }
@@ -171,8 +216,15 @@ impl Shadow {
 
     /// A deletion a watch delivered (`resource`'s object in its last state), judged from
     /// `graph` once the batch holding it is applied: garbage if no owner it names is in the
-    /// graph, observed under its coordinates, and not being deleted in the foreground.
-    pub fn observed_deletion(&self, resource: &str, meta: &ObjectMeta, graph: &Graph) {
+    /// graph, observed under its coordinates, and not being deleted in the foreground, and the
+    /// graph is `synced` (otherwise judged again in the report).
+    pub fn observed_deletion(
+        &self,
+        resource: &str,
+        meta: &ObjectMeta,
+        graph: &Graph,
+        synced: bool,
+    ) {
         let object = Named {
             resource: resource.to_owned(),
             namespace: meta.namespace.clone(),
@@ -186,21 +238,59 @@ impl Shadow {
             .iter()
             .filter_map(|r| kube_gc_engine::patch::try_owner_ref_from_api(r).ok())
             .collect();
+        let staying_owners: Vec<OwnerRef> =
+            owners.iter().filter(|o| staying(graph, o)).cloned().collect();
         let judged = if meta.owner_references.is_empty() {
             AtDeletion::Unowned
-        } else if owners.iter().any(|o| staying(graph, o)) {
-            AtDeletion::OwnersStaying(owners)
-        } else {
+        } else if !staying_owners.is_empty() {
+            AtDeletion::OwnersStaying(staying_owners)
+        } else if synced {
             AtDeletion::Garbage
+        } else {
+            AtDeletion::Unsettled(owners)
         };
-        self.deleted.lock().expect("shadow lock").put(meta.uid.clone(), (object, judged));
+        if matches!(judged, AtDeletion::OwnersStaying(_) | AtDeletion::Unsettled(_)) {
+            self.unsettled.lock().expect("shadow lock").push_back(meta.uid.clone());
+        }
+        let seen = Seen { object, judged, at: now() };
+        self.deleted.lock().expect("shadow lock").put(meta.uid.clone(), seen);
+    }
+
+    /// After each batch: judges again the deletions judged with owners staying less than
+    /// `OWNER_DELETION_LATE_BY_SECS` ago, and those judged in warm-up (see `judge_again`);
+    /// past that time a judgement with owners staying is final.
+    pub fn settle(&self, graph: &Graph, synced: bool) {
+        self.settle_at(graph, synced, now());
+    }
+
+    fn settle_at(&self, graph: &Graph, synced: bool, now: f64) {
+        let mut unsettled = self.unsettled.lock().expect("shadow lock");
+        if unsettled.is_empty() {
+            return;
+        }
+        let mut deleted = self.deleted.lock().expect("shadow lock");
+        unsettled.retain(|uid| {
+            let Some(seen) = deleted.peek_mut(uid) else { return false };
+            match judge_again(graph, &seen.judged, synced) {
+                None => true,
+                Some(judged) => {
+                    let staying = matches!(judged, AtDeletion::OwnersStaying(_));
+                    if matches!(seen.judged, AtDeletion::Unsettled(_)) {
+                        // Settled by the sync: its owners' time starts now.
+                        seen.at = now;
+                    }
+                    seen.judged = judged;
+                    staying && now <= seen.at + OWNER_DELETION_LATE_BY_SECS
+                }
+            }
+        });
     }
 
     /// The report (see the module docs). An object the graph no longer holds counts as deleted
-    /// even when its delete event was not seen (a relist found it gone). A deletion judged with
-    /// owners staying is judged again on the graph now: if none of them stays any more (their
-    /// own deletions arrived after it, or the collector deleted them first and the watches
-    /// delivered out of order) it was garbage; otherwise kube-gc would have kept it.
+    /// even when its delete event was not seen (a relist found it gone). A deletion is judged
+    /// as [`settle`](Self::settle) last left it: with owners staying, kube-gc would have kept
+    /// it (a disagreement, final once `OWNER_DELETION_LATE_BY_SECS` have passed); judged in
+    /// warm-up and not settled yet, it is listed as `unsettled`.
     pub fn report(&self, graph: &Graph) -> Value {
         let would: Vec<(String, WouldDelete)> = self
             .would_delete
@@ -209,7 +299,7 @@ impl Shadow {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let deleted: BTreeMap<String, (Named, AtDeletion)> = self
+        let deleted: BTreeMap<String, Seen> = self
             .deleted
             .lock()
             .expect("shadow lock")
@@ -228,17 +318,23 @@ impl Shadow {
             if gone(uid) { as_planned.push(v) } else { not_deleted.push(v) }
         }
         let planned: std::collections::HashSet<&String> = would.iter().map(|(k, _)| k).collect();
-        let (mut at_deletion, mut not_planned) = (Vec::new(), Vec::new());
-        for (uid, (object, judged)) in &deleted {
+        let (mut at_deletion, mut not_planned, mut unsettled) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for (uid, Seen { object, judged, at }) in &deleted {
             if planned.contains(uid) {
                 continue;
             }
+            let mut v = object.json(uid);
+            v["seenAt"] = json!(at);
             let garbage = match judged {
                 AtDeletion::Unowned => continue,
                 AtDeletion::Garbage => true,
-                AtDeletion::OwnersStaying(owners) => !owners.iter().any(|o| staying(graph, o)),
+                AtDeletion::OwnersStaying(_) => false,
+                AtDeletion::Unsettled(_) => {
+                    unsettled.push(v);
+                    continue;
+                }
             };
-            let mut v = object.json(uid);
             if garbage {
                 v["decidedAtDeletion"] = json!(true);
                 at_deletion.push(v);
@@ -256,16 +352,20 @@ impl Shadow {
                 "decidedAtDeletion": decided_at_deletion,
                 "notDeleted": not_deleted.len(),
                 "deletedNotPlanned": not_planned.len(),
+                "unsettled": unsettled.len(),
                 "wouldPatch": writes("patch"),
                 "wouldRecordEvents": writes("event"),
             },
             "deletedAsPlanned": as_planned.into_iter().take(LISTED).collect::<Vec<_>>(),
             "notDeleted": not_deleted.into_iter().take(LISTED).collect::<Vec<_>>(),
             "deletedNotPlanned": not_planned.into_iter().take(LISTED).collect::<Vec<_>>(),
+            // Deleted while kube-gc was still warming up, an owner's resource perhaps not
+            // listed yet: judged once the graph has synced.
+            "unsettled": unsettled.into_iter().take(LISTED).collect::<Vec<_>>(),
             // Every deletion the watches delivered (owned or not): an object deleted that is
             // neither here nor planned was never seen by kube-gc (it lived and went before
             // kube-gc watched its resource, e.g. a custom resource of a CRD not yet discovered).
-            "seenDeleted": deleted.iter().take(LISTED).map(|(uid, (o, _))| o.json(uid)).collect::<Vec<_>>(),
+            "seenDeleted": deleted.iter().take(LISTED).map(|(uid, seen)| seen.object.json(uid)).collect::<Vec<_>>(),
         })
     }
 }
@@ -327,12 +427,12 @@ mod tests {
             ("shadow-test-a", "shadow-test-b", "shadow-test-c", "shadow-test-d", "shadow-test-e");
         delete(a, "a");
         delete(b, "b");
-        shadow.observed_deletion("pods", &owned_by(a, "a", gone_owner, "gone"), &graph);
+        shadow.observed_deletion("pods", &owned_by(a, "a", gone_owner, "gone"), &graph, true);
         // Deleted before kube-gc came to it: its owner is gone, so garbage, decided then.
-        shadow.observed_deletion("pods", &owned_by(c, "c", gone_owner, "gone"), &graph);
+        shadow.observed_deletion("pods", &owned_by(c, "c", gone_owner, "gone"), &graph, true);
         // Its owner is there and staying: kube-gc would have kept it.
-        shadow.observed_deletion("pods", &owned_by(e, "e", keep_uid, "keep"), &graph);
-        shadow.observed_deletion("pods", &meta(d, "d", false), &graph);
+        shadow.observed_deletion("pods", &owned_by(e, "e", keep_uid, "keep"), &graph, true);
+        shadow.observed_deletion("pods", &meta(d, "d", false), &graph, true);
         let r = shadow.report(&graph);
         assert_eq!(r["summary"]["wouldDelete"], 2);
         assert_eq!(r["summary"]["deletedAsPlanned"], 2, "{r}");
@@ -351,12 +451,79 @@ mod tests {
             &Patch { patch_type: kube_gc_engine::cluster::PatchType::JsonMerge, body: json!({}) },
         );
         assert_eq!(shadow.report(&graph)["summary"]["wouldPatch"], 1);
-        // The owner's own deletion arrives after its dependent's (another watch): judged again,
-        // the dependent was garbage.
+        // The owner's own deletion arrives after its dependent's (another watch): judged again
+        // after that batch, the dependent was garbage.
         drop(ingester.ingest(&[event(kube_gc_engine::EventType::Delete, &keep)]));
+        shadow.settle(&graph, true);
         let r = shadow.report(&graph);
         assert_eq!(r["summary"]["deletedNotPlanned"], 0, "{r}");
         assert_eq!(r["summary"]["decidedAtDeletion"], 2, "{r}");
+    }
+
+    /// A graph holding no owner yet, and a dependent of the ConfigMap `owner` with UID `uid`.
+    fn one_owner(uid: &str) -> (std::sync::Arc<Graph>, kube_gc_engine::Ingester, ObjectMeta) {
+        let graph = std::sync::Arc::new(Graph::new(1).unwrap());
+        let ingester = kube_gc_engine::Ingester::new(graph.clone(), 1);
+        let dependent = ObjectMeta {
+            owner_references: vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: "owner".into(),
+                uid: uid.into(),
+                ..OwnerReference::default()
+            }],
+            ..meta("shadow-test-dependent", "dependent", false)
+        };
+        (graph, ingester, dependent)
+    }
+
+    fn owner_event(t: kube_gc_engine::EventType, uid: &str) -> kube_gc_engine::Event {
+        let cm = kube_gc_engine::ObjectType::new("v1", "ConfigMap");
+        kube_gc_engine::Event::new(t, cm, meta(uid, "owner", false))
+    }
+
+    /// A dependent deleted while its owner lived stays a disagreement once its owner has
+    /// stayed past the time watches may lag: the owner deleted later (a rollout's cleanup,
+    /// days on) does not turn it into agreement.
+    #[test]
+    fn an_owner_deleted_long_after_its_dependent_leaves_the_disagreement() {
+        let owner = "00000000-0000-4000-8000-00000000001a";
+        let (graph, mut ingester, dependent) = one_owner(owner);
+        drop(ingester.ingest(&[owner_event(kube_gc_engine::EventType::Add, owner)]));
+        let shadow = Shadow::default();
+        shadow.observed_deletion("pods", &dependent, &graph, true);
+        shadow.settle_at(&graph, true, now() + OWNER_DELETION_LATE_BY_SECS + 1.0);
+        drop(ingester.ingest(&[owner_event(kube_gc_engine::EventType::Delete, owner)]));
+        shadow.settle(&graph, true);
+        let r = shadow.report(&graph);
+        assert_eq!(r["summary"]["deletedNotPlanned"], 1, "{r}");
+        assert_eq!(r["summary"]["decidedAtDeletion"], 0, "{r}");
+    }
+
+    /// Deleted while kube-gc warmed up, before its owner's resource was listed: unsettled
+    /// until the graph syncs, then a disagreement if the owner turns out to live, garbage if
+    /// it never shows up.
+    #[test]
+    fn a_deletion_seen_in_warm_up_waits_for_the_sync() {
+        let owner = "00000000-0000-4000-8000-00000000002a";
+        for owner_lives in [true, false] {
+            let (graph, mut ingester, dependent) = one_owner(owner);
+            let shadow = Shadow::default();
+            shadow.observed_deletion("pods", &dependent, &graph, false);
+            shadow.settle(&graph, false);
+            let r = shadow.report(&graph);
+            assert_eq!(r["summary"]["unsettled"], 1, "{r}");
+            assert_eq!(r["summary"]["decidedAtDeletion"], 0, "{r}");
+            if owner_lives {
+                drop(ingester.ingest(&[owner_event(kube_gc_engine::EventType::Add, owner)]));
+            }
+            shadow.settle(&graph, true);
+            let r = shadow.report(&graph);
+            assert_eq!(r["summary"]["unsettled"], 0, "{r}");
+            let (kept, garbage) = if owner_lives { (1, 0) } else { (0, 1) };
+            assert_eq!(r["summary"]["deletedNotPlanned"], kept, "{r}");
+            assert_eq!(r["summary"]["decidedAtDeletion"], garbage, "{r}");
+        }
     }
 
     #[test]
@@ -373,7 +540,7 @@ mod tests {
             }],
             ..meta("shadow-test-hostile", "h", false)
         };
-        shadow.observed_deletion("pods", &hostile, &graph);
+        shadow.observed_deletion("pods", &hostile, &graph, true);
         // Owned, no owner staying: garbage, decided at deletion (not a user's deletion).
         let r = shadow.report(&graph);
         assert_eq!(r["summary"]["decidedAtDeletion"], 1, "{r}");
