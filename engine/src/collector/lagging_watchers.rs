@@ -111,16 +111,16 @@ struct State {
     behind: HashMap<String, Instant>,
     /// Owners held until no watcher is behind, with the decision each waits to make.
     held: HashSet<(NodeKey, HeldDecision)>,
-    /// When each decision was first held, kept across its releases until it goes ahead: a
+    /// When each decision was first held and last held, kept across its releases: a
     /// watcher's timeout counts from when that watcher fell behind, so watchers falling behind
     /// one after another (CRD changes every few seconds) could otherwise hold one decision for
-    /// ever.
-    first_held: HashMap<(NodeKey, HeldDecision), Instant>,
+    /// ever. Held again within one timeout of its last hold, a decision's wait goes on from
+    /// its first; later, it is a new wait (the decision came back for another reason).
+    holds: HashMap<(NodeKey, HeldDecision), (Instant, Instant)>,
 }
 
-/// How long a decision's first hold is remembered without the decision coming back, in
-/// timeouts: it comes back at the timeout at the latest unless its item was dropped.
-const FIRST_HELD_KEPT_FOR_TIMEOUTS: u32 = 10;
+/// Past this many entries in [`State::holds`], `admit` drops those too old to go on.
+const HOLDS_PRUNED_PAST: usize = 4096;
 
 impl LaggingWatchers {
     /// None behind; decisions wait at most `timeout` for a watcher (zero: never wait, as
@@ -150,11 +150,7 @@ impl LaggingWatchers {
         if state.behind.remove(resource).is_none() {
             return Vec::new();
         }
-        if state.behind.is_empty() {
-            // Decisions whose items went away while held never come back to be forgotten.
-            let kept_for = self.timeout.saturating_mul(FIRST_HELD_KEPT_FOR_TIMEOUTS);
-            state.first_held.retain(|_, since| now.saturating_duration_since(*since) < kept_for);
-        }
+        self.prune_holds(&mut state, now);
         if self.holding_for(&state, now).is_some() {
             return Vec::new();
         }
@@ -166,12 +162,18 @@ impl LaggingWatchers {
         let mut state = self.state.lock();
         let held = (owner, decision);
         if state.behind.is_empty() || self.timeout.is_zero() {
-            if !state.first_held.is_empty() {
-                state.first_held.remove(&held);
+            if !state.holds.is_empty() {
+                state.holds.remove(&held);
             }
             return Admission::Proceed;
         }
-        let since = *state.first_held.entry(held).or_insert(now);
+        if state.holds.len() > HOLDS_PRUNED_PAST {
+            self.prune_holds(&mut state, now);
+        }
+        let since = match state.holds.get(&held) {
+            Some(&(first, last)) if now.saturating_duration_since(last) <= self.timeout => first,
+            _ => now,
+        };
         let own_remaining = self.timeout.saturating_sub(now.saturating_duration_since(since));
         let watchers_remaining = self.holding_for(&state, now);
         if let Some(remaining) = watchers_remaining.filter(|_| !own_remaining.is_zero()) {
@@ -187,14 +189,21 @@ impl LaggingWatchers {
                 return Admission::Hold(remaining);
             }
             state.held.insert(held);
+            state.holds.insert(held, (since, now));
             return Admission::Hold(remaining);
         }
         // Going ahead: neither held any more nor waiting since.
-        state.first_held.remove(&held);
+        state.holds.remove(&held);
         state.held.remove(&held);
         let mut late: Vec<String> = state.behind.keys().cloned().collect();
         late.sort();
         Admission::ProceedPastTimeout(late)
+    }
+
+    /// Forgets the holds that could not go on any more (last held over a timeout ago): their
+    /// decisions went another way, or their items went away.
+    fn prune_holds(&self, state: &mut State, now: Instant) {
+        state.holds.retain(|_, (_, last)| now.saturating_duration_since(*last) <= self.timeout);
     }
 
     /// The resources behind and still within the timeout (those a decision waits for now),
@@ -405,6 +414,21 @@ mod tests {
             lag.admit(key(2), ForegroundDeletion, at(100)),
             Admission::Hold(at(130) - at(100))
         );
+    }
+
+    /// A decision held once, released, and back over a timeout later (it went another way
+    /// meanwhile: a blocking dependent appeared and took long to go) waits afresh.
+    #[test]
+    fn a_decision_back_long_after_its_last_hold_waits_afresh() {
+        let lag = LaggingWatchers::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        let at = |s| t0 + Duration::from_secs(s);
+        lag.fall_behind("pods", t0);
+        assert_eq!(lag.admit(key(1), ForegroundDeletion, t0), Admission::Hold(at(60) - t0));
+        assert_eq!(lag.catch_up("pods", at(1)), vec![(key(1), ForegroundDeletion)]);
+        lag.fall_behind("widgets", at(70));
+        let back = lag.admit(key(1), ForegroundDeletion, at(70));
+        assert_eq!(back, Admission::Hold(at(130) - at(70)));
     }
 
     #[test]
