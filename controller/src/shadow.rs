@@ -91,6 +91,9 @@ struct Seen {
     judged: AtDeletion,
     /// When it was seen (Unix seconds).
     at: f64,
+    /// When the time its owners have to stop staying began: `at`, or the sync for a deletion
+    /// seen in warm-up.
+    window_from: f64,
 }
 
 /// How long after a dependent's deletion its owners may stop staying (their own deletions, or
@@ -252,7 +255,8 @@ impl Shadow {
         if matches!(judged, AtDeletion::OwnersStaying(_) | AtDeletion::Unsettled(_)) {
             self.unsettled.lock().expect("shadow lock").push_back(meta.uid.clone());
         }
-        let seen = Seen { object, judged, at: now() };
+        let at = now();
+        let seen = Seen { object, judged, at, window_from: at };
         self.deleted.lock().expect("shadow lock").put(meta.uid.clone(), seen);
     }
 
@@ -271,16 +275,21 @@ impl Shadow {
         let mut deleted = self.deleted.lock().expect("shadow lock");
         unsettled.retain(|uid| {
             let Some(seen) = deleted.peek_mut(uid) else { return false };
+            let staying = matches!(seen.judged, AtDeletion::OwnersStaying(_));
+            if staying && now > seen.window_from + OWNER_DELETION_LATE_BY_SECS {
+                // Final, whatever the graph shows now (a batch may come long after).
+                return false;
+            }
             match judge_again(graph, &seen.judged, synced) {
                 None => true,
                 Some(judged) => {
-                    let staying = matches!(judged, AtDeletion::OwnersStaying(_));
                     if matches!(seen.judged, AtDeletion::Unsettled(_)) {
                         // Settled by the sync: its owners' time starts now.
-                        seen.at = now;
+                        seen.window_from = now;
                     }
+                    let staying = matches!(judged, AtDeletion::OwnersStaying(_));
                     seen.judged = judged;
-                    staying && now <= seen.at + OWNER_DELETION_LATE_BY_SECS
+                    staying
                 }
             }
         });
@@ -320,7 +329,7 @@ impl Shadow {
         let planned: std::collections::HashSet<&String> = would.iter().map(|(k, _)| k).collect();
         let (mut at_deletion, mut not_planned, mut unsettled) =
             (Vec::new(), Vec::new(), Vec::new());
-        for (uid, Seen { object, judged, at }) in &deleted {
+        for (uid, Seen { object, judged, at, .. }) in &deleted {
             if planned.contains(uid) {
                 continue;
             }
@@ -492,8 +501,9 @@ mod tests {
         drop(ingester.ingest(&[owner_event(kube_gc_engine::EventType::Add, owner)]));
         let shadow = Shadow::default();
         shadow.observed_deletion("pods", &dependent, &graph, true);
-        shadow.settle_at(&graph, true, now() + OWNER_DELETION_LATE_BY_SECS + 1.0);
+        // No batch for a while, then the owner's deletion, long after.
         drop(ingester.ingest(&[owner_event(kube_gc_engine::EventType::Delete, owner)]));
+        shadow.settle_at(&graph, true, now() + OWNER_DELETION_LATE_BY_SECS + 1.0);
         shadow.settle(&graph, true);
         let r = shadow.report(&graph);
         assert_eq!(r["summary"]["deletedNotPlanned"], 1, "{r}");
