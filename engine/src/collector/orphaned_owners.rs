@@ -80,6 +80,9 @@ struct Entry {
     state: Orphaning,
     /// The owner's `deletionTimestamp` (Unix seconds), if its live read gave one.
     deleted_at: Option<i64>,
+    /// Orphanings of the owner under way ([`OrphanedOwners::begin`]; two incarnations of one
+    /// UID can run at once): the last to end unconfirmed decides what is left.
+    in_flight: u32,
 }
 
 /// What the memory says of an object whose owners a decision has classified
@@ -168,7 +171,7 @@ impl OrphanedOwners {
             return;
         }
         let mut entries = self.entries.lock();
-        entries.put(uid, Entry { state: Orphaning::Finishing, deleted_at });
+        entries.put(uid, Entry { state: Orphaning::Finishing, deleted_at, in_flight: 0 });
         while entries.len() > self.capacity {
             entries.pop_lru();
         }
@@ -179,7 +182,12 @@ impl OrphanedOwners {
     /// [`FinishingOrphaning`]).
     pub fn begin(&self, uid: Uid, deleted_at: Option<i64>) -> FinishingOrphaning<'_> {
         let before = self.entries.lock().peek(&uid).copied();
+        let in_flight =
+            before.filter(|e| e.state == Orphaning::Finishing).map_or(0, |e| e.in_flight);
         self.record(uid, deleted_at);
+        if let Some(entry) = self.entries.lock().peek_mut(&uid) {
+            entry.in_flight = in_flight + 1;
+        }
         FinishingOrphaning { owners: self, uid, before, confirmed: false }
     }
 
@@ -188,8 +196,9 @@ impl OrphanedOwners {
     fn unfinish(&self, uid: Uid, before: Option<Entry>) {
         let mut entries = self.entries.lock();
         let Some(entry) = entries.peek_mut(&uid) else { return };
+        entry.in_flight = entry.in_flight.saturating_sub(1);
         match before {
-            _ if entry.state == Orphaning::Done => {}
+            _ if entry.state == Orphaning::Done || entry.in_flight > 0 => {}
             Some(done) if done.state == Orphaning::Done => *entry = done,
             _ => {
                 entries.pop(&uid);
@@ -340,6 +349,14 @@ mod tests {
         first.confirm();
         drop(second);
         assert_eq!(set.state(b), Some(Orphaning::Done));
+        // The other way round: the first to end unconfirmed leaves the other finishing.
+        let c = Uid::from_u128(3);
+        let first = set.begin(c, None);
+        let second = set.begin(c, None);
+        drop(second);
+        assert_eq!(set.state(c), Some(Orphaning::Finishing), "the other one is still under way");
+        first.confirm();
+        assert_eq!(set.state(c), Some(Orphaning::Done));
     }
 
     /// attemptToDelete's judgement makes the owners it finds recently used; explain's peek
