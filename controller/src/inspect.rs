@@ -208,6 +208,8 @@ pub fn explanation_json(e: &Explanation) -> Value {
                 Evidence::RemovedAfterRead =>
                     "proven absent by a live read, and removed from the graph",
                 Evidence::Virtual => "only named by dependents: not observed, not read yet",
+                Evidence::Unmappable =>
+                    "its type names no served resource: the collector cannot map it",
             });
             v
         })

@@ -271,3 +271,30 @@ fn a_dependent_past_the_uid_cap_still_blocks_its_owners_foreground_deletion() {
         set_max_interned_uids(usize::MAX);
     }
 }
+
+/// A reference to a type refused because the cap was full, whose resource is discovered
+/// later (discovery interns it past the cap): the graph's copy still holds it as
+/// unrepresentable, so the decision reads the object live, maps the type and decides as
+/// upstream does once it knows the type (here: its owner absent, the Pod collected).
+#[test]
+fn a_type_refused_for_the_cap_and_served_later_is_decided_from_a_live_read() {
+    let _turn = TYPE_CAP.lock().unwrap_or_else(|e| e.into_inner());
+    intern_shared_strings();
+    let options = CollectorOptions { read_items_from_graph: true, ..CollectorOptions::default() };
+    let mut env = Env::new(MemoryCluster::with_test_resources(), options);
+    let pods = resource("v1", "pods", "Pod", true);
+    let pod = typed_pod(&uuid(95_000), &uuid(95_001), "later.io/v1", "Gizmo").object;
+    env.cluster.create(&pods, pod.clone()).unwrap();
+    let name = format!("p-{}", uuid(95_000));
+    let stored = env.cluster.object(&pods, "ns", &name).unwrap(); // with its resourceVersion
+    set_max_interned_type_strings(interned_type_strings());
+    env.observe(EventType::Add, ObjectType::new("v1", "Pod"), stored);
+    assert_eq!(owner_type(&env.graph, 95_001), ObjectType::unrepresentable());
+    set_max_interned_type_strings(usize::MAX);
+    // Discovery finds the resource.
+    ObjectType::new("later.io/v1", "Gizmo");
+    env.cluster.register(resource("later.io/v1", "gizmos", "Gizmo", true));
+    let key = env.graph.key_of(Uid::parse(&uuid(95_000))).unwrap();
+    assert_eq!(block_on(env.collector.attempt_to_delete_worker(key)), Outcome::Forget);
+    assert!(env.cluster.object(&pods, "ns", &name).is_none(), "its owner is absent: garbage");
+}

@@ -162,7 +162,7 @@ impl Collector for ScrapeTime {
         family(
             e,
             "kube_gc_unrepresentable_owner_references",
-            "ownerReferences held as (unrepresentable): a type longer than any served one, or a new type or non-UUID UID past --max-owner-types or --max-non-uuid-uids; no decision goes past one",
+            "ownerReferences held as (unrepresentable), once per event carrying one: a type longer than any served one, or a new type or non-UUID UID past --max-owner-types or --max-non-uuid-uids; no decision goes past one",
             counter,
             &one(kube_gc_engine::identity::unrepresentable_owner_references() as f64),
         )?;

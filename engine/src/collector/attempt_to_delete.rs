@@ -442,6 +442,12 @@ impl<C: Cluster> Collector<C> {
             // graph may still lag, so decide from a live read this time.
             return None;
         }
+        if item.owners.iter().any(|o| o.ty == crate::ObjectType::unrepresentable()) {
+            // The copy holds a reference ingestion could not intern (see
+            // `identity::owner_coordinates`); a live read interns it again, and a type refused
+            // only for the cap may be served by now.
+            return None;
+        }
         if self.orphaned.remembers_any(item.owners.iter().map(|o| o.uid)) {
             // The memory of orphaned owners may be asked, and it reads the object's
             // creationTimestamp, which the graph does not keep.

@@ -46,6 +46,10 @@ pub enum Evidence {
     RemovedAfterRead,
     /// Only named by dependents: never observed, not read yet.
     Virtual,
+    /// Its type names no resource any server serves, or is past `--max-owner-types` (held as
+    /// [`ObjectType::unrepresentable`](crate::ObjectType::unrepresentable)): the collector
+    /// cannot map it, so no decision goes past it.
+    Unmappable,
 }
 
 /// One owner reference of the object.
@@ -264,6 +268,9 @@ fn owner<C: Cluster>(
     let node = collector.graph().node(owner.uid);
     let namespace = node.as_ref().map_or(item.identity.namespace, |n| n.identity.namespace);
     let (state, evidence) = match node {
+        _ if owner.ty == crate::ObjectType::unrepresentable() => {
+            (OwnerState::Unverified, Evidence::Unmappable)
+        }
         _ if in_cache => (OwnerState::Dangling, Evidence::ProvenAbsent),
         None => (OwnerState::Dangling, Evidence::RemovedAfterRead),
         Some(n) if n.is_virtual => (OwnerState::Unverified, Evidence::Virtual),
@@ -340,6 +347,11 @@ fn decide<C: Cluster>(
     let unverified = with(OwnerState::Unverified);
     let waiting = with(OwnerState::WaitingForDependentsDeletion);
     let dangling = with(OwnerState::Dangling);
+    if owners.iter().any(|o| o.evidence == Evidence::Unmappable) {
+        return Decision::Nothing(
+            "an owner reference names a type no server serves (or one past --max-owner-types): the collector reads the object live and stops at that reference, keeping it and retrying",
+        );
+    }
     if !unverified.is_empty() {
         // With a solid owner too the object stays; the read only decides whether the
         // unverified references are removed.
