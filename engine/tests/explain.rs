@@ -309,3 +309,17 @@ fn owners_the_collector_orphaned_are_removed_not_collected() {
     orphaned.confirm(Uid::parse(&uid(1)));
     assert_eq!(explained(&env, 2).decision, Decision::Delete { foreground: false });
 }
+
+/// An owner reference whose kind is longer than any served type's: explain says the collector
+/// cannot map it and stops there (keeping the object), not that the owner is dangling.
+#[test]
+fn an_owner_reference_no_server_can_serve_is_reported_unmappable() {
+    let mut env = env();
+    add(&mut env, &replicasets(), meta("web", 1, vec![], &[]));
+    let mut unservable = owner("ReplicaSet", "web", 1);
+    unservable.kind = "K".repeat(kube_gc_engine::identity::MAX_TYPE_STRING_LEN + 1);
+    add(&mut env, &pods(), meta("p", 2, vec![unservable], &[]));
+    let pod = explained(&env, 2);
+    assert_eq!(pod.owners[0].evidence, Evidence::Unmappable);
+    assert!(matches!(pod.decision, Decision::Nothing(why) if why.contains("no server serves")));
+}
