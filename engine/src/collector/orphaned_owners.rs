@@ -167,28 +167,33 @@ impl OrphanedOwners {
     /// Remembers that the orphaning of the owner `uid`, whose `deletionTimestamp` is
     /// `deleted_at` (Unix seconds) if known, is removing its finalizer.
     pub fn record(&self, uid: Uid, deleted_at: Option<i64>) {
-        if self.capacity == 0 {
-            return;
-        }
-        let mut entries = self.entries.lock();
-        entries.put(uid, Entry { state: Orphaning::Finishing, deleted_at, in_flight: 0 });
-        while entries.len() > self.capacity {
-            entries.pop_lru();
-        }
+        self.put_finishing(uid, deleted_at, false);
     }
 
     /// Remembers the owner `uid` (deleted at `deleted_at`, see [`Self::record`]) as
     /// [`Orphaning::Finishing`] for as long as the returned guard lives (see
     /// [`FinishingOrphaning`]).
     pub fn begin(&self, uid: Uid, deleted_at: Option<i64>) -> FinishingOrphaning<'_> {
-        let before = self.entries.lock().peek(&uid).copied();
-        let in_flight =
-            before.filter(|e| e.state == Orphaning::Finishing).map_or(0, |e| e.in_flight);
-        self.record(uid, deleted_at);
-        if let Some(entry) = self.entries.lock().peek_mut(&uid) {
-            entry.in_flight = in_flight + 1;
-        }
+        let before = self.put_finishing(uid, deleted_at, true);
         FinishingOrphaning { owners: self, uid, before, confirmed: false }
+    }
+
+    /// Puts `uid` as finishing, under one lock, and returns its entry from before; `guarded`
+    /// counts one more orphaning under way (a guard's), besides those already finishing.
+    fn put_finishing(&self, uid: Uid, deleted_at: Option<i64>, guarded: bool) -> Option<Entry> {
+        if self.capacity == 0 {
+            return None;
+        }
+        let mut entries = self.entries.lock();
+        let before = entries.peek(&uid).copied();
+        let under_way =
+            before.filter(|e| e.state == Orphaning::Finishing).map_or(0, |e| e.in_flight);
+        let in_flight = if guarded { under_way + 1 } else { 0 };
+        entries.put(uid, Entry { state: Orphaning::Finishing, deleted_at, in_flight });
+        while entries.len() > self.capacity {
+            entries.pop_lru();
+        }
+        before
     }
 
     /// An orphaning of `uid` ended unconfirmed: unless another one confirmed it meanwhile, the
