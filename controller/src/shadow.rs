@@ -76,11 +76,10 @@ enum AtDeletion {
     /// Garbage by the graph at that moment: no owner staying, every watcher synced.
     Garbage,
     /// These owners were there and staying. Watches of different resources are not ordered,
-    /// so the owners' own deletions may arrive later: the report judges again (see
-    /// [`Shadow::report`]).
+    /// so the owners' own deletions may arrive later: judged again (see [`Shadow::settle`]).
     OwnersStaying(Vec<OwnerRef>),
     /// No owner staying, but the graph was still warming up (an owner's resource may not have
-    /// been listed yet): the report judges again.
+    /// been listed yet): judged again once it has synced.
     Unsettled(Vec<OwnerRef>),
 }
 
@@ -220,7 +219,7 @@ impl Shadow {
     /// A deletion a watch delivered (`resource`'s object in its last state), judged from
     /// `graph` once the batch holding it is applied: garbage if no owner it names is in the
     /// graph, observed under its coordinates, and not being deleted in the foreground, and the
-    /// graph is `synced` (otherwise judged again in the report).
+    /// graph is `synced` (otherwise judged again by [`settle`](Self::settle)).
     pub fn observed_deletion(
         &self,
         resource: &str,
@@ -241,16 +240,12 @@ impl Shadow {
             .iter()
             .filter_map(|r| kube_gc_engine::patch::try_owner_ref_from_api(r).ok())
             .collect();
-        let staying_owners: Vec<OwnerRef> =
-            owners.iter().filter(|o| staying(graph, o)).cloned().collect();
         let judged = if meta.owner_references.is_empty() {
             AtDeletion::Unowned
-        } else if !staying_owners.is_empty() {
-            AtDeletion::OwnersStaying(staying_owners)
-        } else if synced {
-            AtDeletion::Garbage
         } else {
-            AtDeletion::Unsettled(owners)
+            // Judged as `settle` judges a deletion seen in warm-up: the same rule, first time.
+            let unjudged = AtDeletion::Unsettled(owners);
+            judge_again(graph, &unjudged, synced).unwrap_or(unjudged)
         };
         if matches!(judged, AtDeletion::OwnersStaying(_) | AtDeletion::Unsettled(_)) {
             self.unsettled.lock().expect("shadow lock").push_back(meta.uid.clone());
