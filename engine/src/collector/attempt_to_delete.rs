@@ -52,6 +52,7 @@ impl<C: Cluster> Collector<C> {
             // delete. A node leaves the graph only on its object's delete event, and UIDs are
             // never reused, so the outcome is the same with one API call fewer.
             tracing::trace!(item = ?key, "item no longer in the graph, skipping attemptToDeleteItem");
+            self.stale_copies.lock().pop(&key);
             return Outcome::Forget;
         };
         if node.incarnation != key.incarnation {
@@ -59,6 +60,7 @@ impl<C: Cluster> Collector<C> {
             // alternate identity), upstream would verify the old identity again; that
             // identity was just verified absent, and the new one is queued on its own.
             tracing::trace!(item = ?key, "item no longer virtual in the graph, skipping attemptToDeleteItem on virtual node");
+            self.stale_copies.lock().pop(&key);
             return Outcome::Forget;
         }
         if reasons == REASON_VERIFY && !node.is_virtual {
@@ -420,7 +422,7 @@ impl<C: Cluster> Collector<C> {
     ) -> ItemError {
         if view.from_graph && matches!(error, ClusterError::Conflict(_)) {
             self.stats.stale_view_conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.stale_copies.lock().insert(item.key());
+            self.stale_copies.lock().put(item.key(), ());
         }
         ItemError::cluster(context, error)
     }
@@ -437,7 +439,7 @@ impl<C: Cluster> Collector<C> {
         {
             return None;
         }
-        if self.stale_copies.lock().remove(&item.key()) {
+        if self.stale_copies.lock().pop(&item.key()).is_some() {
             // A write decided from this copy was refused because the object had changed: the
             // graph may still lag, so decide from a live read this time.
             return None;

@@ -249,7 +249,9 @@ pub struct Collector<C> {
     deferred: Mutex<Vec<NodeKey>>,
     deferred_orphans: Mutex<Vec<NodeKey>>,
     /// Items whose graph copy a write found stale (409): their next decision reads them live.
-    stale_copies: Mutex<std::collections::HashSet<NodeKey>>,
+    /// Bounded: an item pushed out decides from the copy again, and a write pinned to a stale
+    /// copy is refused again (one 409 more, never a wrong write).
+    stale_copies: Mutex<lru::LruCache<NodeKey, ()>>,
     /// Owners this collector orphaned, whose late-seen dependents keep living.
     orphaned: Arc<OrphanedOwners>,
     /// Watchers behind the API server, and the decisions waiting for them.
@@ -263,6 +265,8 @@ pub struct Collector<C> {
 
 /// Most items whose last error is remembered.
 const LAST_ERRORS: usize = 4096;
+/// Most items remembered to have a stale graph copy.
+const STALE_COPIES: usize = 4096;
 
 impl<C> fmt::Debug for Collector<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -296,7 +300,9 @@ impl<C: Cluster> Collector<C> {
             warming_up: AtomicBool::new(false),
             deferred: Mutex::default(),
             deferred_orphans: Mutex::default(),
-            stale_copies: Mutex::default(),
+            stale_copies: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(STALE_COPIES).expect("non-zero"),
+            )),
             orphaned: Arc::new(OrphanedOwners::new(orphaned_owners::DEFAULT_CAPACITY)),
             lagging: LaggingWatchers::new(lagging_watchers::DEFAULT_CATCH_UP_TIMEOUT),
             proofs: Mutex::new(absence_proofs::Proofs::new()),
