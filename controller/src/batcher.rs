@@ -156,6 +156,9 @@ pub async fn ingest_loop(
             for (resource, meta) in &deletions {
                 shadow.observed_deletion(resource, meta, collector.graph(), synced);
             }
+            for (resource, node) in &done.relisted_away {
+                shadow.relisted_deletion(resource, node, collector.graph(), synced);
+            }
             // Deletions judged with owners staying: their owners' own deletions (or foreground
             // deletions) may arrive in a later batch.
             shadow.settle(collector.graph(), synced);

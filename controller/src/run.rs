@@ -196,11 +196,15 @@ impl Controller {
                 "--ingest-threads is above the cores this process may use: ingestion will be slower, not faster"
             );
         }
-        let builder = GraphBuilder::new(
+        let mut builder = GraphBuilder::new(
             Ingester::new(graph.clone(), threads),
             collector.clone(),
             graph_changes.clone(),
         );
+        if shadow.is_some() {
+            // Deletions a relist finds are judged too (see `shadow.rs`).
+            builder.report_relist_deletions();
+        }
         let batcher = Batcher::new(rx, graph_changes, flags.batch_size as usize);
         let mut tasks = vec![tokio::spawn(crate::batcher::ingest_loop(
             batcher,

@@ -20,8 +20,9 @@
 //!   delete them: garbage the other collector took and kube-gc would have kept, or dependents a
 //!   user deleted by hand (the watch cannot tell who deleted).
 //!
-//! `seenDeleted` lists every deletion the watches delivered: an object that is in neither list
-//! was never seen by kube-gc, which cannot judge what it never watched.
+//! `seenDeleted` lists every deletion the watches delivered, or a relist found (judged from
+//! what the graph last held of the object): an object that is in neither list was never seen
+//! by kube-gc, which cannot judge what it never watched.
 //!
 //! A patch is not sent: the collector carries on with the object as it is (a live read), as
 //! if the other collector had not made that change yet; the watches then show what the other
@@ -33,6 +34,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use kube_gc_engine::cluster::{DeleteOptions, Patch, PropagationPolicy, Resource, WarningEvent};
+use kube_gc_engine::graph::NodeView;
 use kube_gc_engine::{Graph, ObjectMeta, OwnerRef};
 use lru::LruCache;
 use prometheus_client::metrics::counter::Counter;
@@ -240,19 +242,55 @@ impl Shadow {
             .iter()
             .filter_map(|r| kube_gc_engine::patch::try_owner_ref_from_api(r).ok())
             .collect();
-        let judged = if meta.owner_references.is_empty() {
-            AtDeletion::Unowned
-        } else {
-            // Judged as `settle` judges a deletion seen in warm-up: the same rule, first time.
-            let unjudged = AtDeletion::Unsettled(owners);
-            judge_again(graph, &unjudged, synced).unwrap_or(unjudged)
+        let owned = !meta.owner_references.is_empty();
+        self.judge_deletion(&meta.uid, object, owned.then_some(owners), graph, synced);
+    }
+
+    /// A deletion a relist found (`resource`'s object, gone while its watch was down), as the
+    /// graph held `node` before the relist's batch, judged as
+    /// [`observed_deletion`](Self::observed_deletion) judges one from `graph` after it.
+    pub fn relisted_deletion(&self, resource: &str, node: &NodeView, graph: &Graph, synced: bool) {
+        let object = Named {
+            resource: resource.to_owned(),
+            namespace: node.identity.namespace.as_str().to_owned(),
+            name: node.identity.name.clone(),
+        };
+        // A reference the graph holds as unrepresentable (past the caps) names no node, as in
+        // `observed_deletion`; the object still had owners.
+        let owned = !node.owners.is_empty();
+        let owners = node.owners.clone();
+        self.judge_deletion(
+            &node.identity.uid.to_string(),
+            object,
+            owned.then_some(owners),
+            graph,
+            synced,
+        );
+    }
+
+    /// Records the deletion of `uid`: unowned when `owners` is `None`, else judged as `settle`
+    /// judges a deletion seen in warm-up (the same rule, first time).
+    fn judge_deletion(
+        &self,
+        uid: &str,
+        object: Named,
+        owners: Option<Vec<OwnerRef>>,
+        graph: &Graph,
+        synced: bool,
+    ) {
+        let judged = match owners {
+            None => AtDeletion::Unowned,
+            Some(owners) => {
+                let unjudged = AtDeletion::Unsettled(owners);
+                judge_again(graph, &unjudged, synced).unwrap_or(unjudged)
+            }
         };
         if matches!(judged, AtDeletion::OwnersStaying(_) | AtDeletion::Unsettled(_)) {
-            self.unsettled.lock().expect("shadow lock").push_back(meta.uid.clone());
+            self.unsettled.lock().expect("shadow lock").push_back(uid.to_owned());
         }
         let at = now();
         let seen = Seen { object, judged, at, window_from: at };
-        self.deleted.lock().expect("shadow lock").put(meta.uid.clone(), seen);
+        self.deleted.lock().expect("shadow lock").put(uid.to_owned(), seen);
     }
 
     /// After each batch: judges again the deletions judged with owners staying less than
@@ -529,6 +567,49 @@ mod tests {
             assert_eq!(r["summary"]["deletedNotPlanned"], kept, "{r}");
             assert_eq!(r["summary"]["decidedAtDeletion"], garbage, "{r}");
         }
+    }
+
+    /// A deletion a relist found (no delete event came) is judged as one a watch delivered,
+    /// from what the graph held: with its owner staying, a disagreement; with its owner never
+    /// there, garbage; with no owner, not the collector's.
+    #[test]
+    fn deletions_a_relist_found_are_judged_too() {
+        let owner = "00000000-0000-4000-8000-00000000003a";
+        let (graph, mut ingester, dependent) = one_owner(owner);
+        drop(ingester.ingest(&[owner_event(kube_gc_engine::EventType::Add, owner)]));
+        let orphan = ObjectMeta {
+            owner_references: vec![OwnerReference {
+                uid: "00000000-0000-4000-8000-00000000003b".into(),
+                name: "gone".into(),
+                ..dependent.owner_references[0].clone()
+            }],
+            ..meta("00000000-0000-4000-8000-00000000003c", "orphan", false)
+        };
+        let unowned = meta("00000000-0000-4000-8000-00000000003d", "unowned", false);
+        let dependent =
+            ObjectMeta { uid: "00000000-0000-4000-8000-00000000003e".into(), ..dependent };
+        let pod = kube_gc_engine::ObjectType::new("v1", "Pod");
+        let events = |t| {
+            [&dependent, &orphan, &unowned]
+                .map(|m| kube_gc_engine::Event::new(t, pod, m.clone()))
+                .to_vec()
+        };
+        drop(ingester.ingest(&events(kube_gc_engine::EventType::Add)));
+        let held: Vec<_> = [&dependent, &orphan, &unowned]
+            .map(|m| graph.node(kube_gc_engine::Uid::parse(&m.uid)).expect("in the graph"))
+            .to_vec();
+        drop(ingester.ingest(&events(kube_gc_engine::EventType::Delete)));
+        let shadow = Shadow::default();
+        for node in &held {
+            shadow.relisted_deletion("pods", node, &graph, true);
+        }
+        let r = shadow.report(&graph);
+        assert_eq!(r["summary"]["deletedNotPlanned"], 1, "{r}");
+        assert_eq!(r["deletedNotPlanned"][0]["name"], "dependent", "{r}");
+        assert_eq!(r["deletedNotPlanned"][0]["namespace"], "ns", "{r}");
+        assert_eq!(r["summary"]["decidedAtDeletion"], 1, "{r}");
+        assert_eq!(r["deletedAsPlanned"][0]["name"], "orphan", "{r}");
+        assert_eq!(r["seenDeleted"].as_array().map(Vec::len), Some(3), "{r}");
     }
 
     #[test]

@@ -219,3 +219,50 @@ fn a_late_batch_of_a_forgotten_run_makes_no_store() {
     let behind = builder.collector().watchers_behind();
     assert_eq!(behind.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), [RS]);
 }
+
+/// Asked to (shadow mode), the builder reports the objects a relist found gone, as the graph
+/// held them before: name, namespace and owners. Objects the relist still lists, and deletes a
+/// watch delivered, are not among them; unasked, nothing is reported.
+#[test]
+fn relist_deletions_are_reported_as_the_graph_held_them() {
+    for asked in [true, false] {
+        let (graph, mut builder) = builder();
+        if asked {
+            builder.report_relist_deletions();
+        }
+        let list = |objects: Vec<ObjectMeta>| {
+            let mut n = vec![Notification::ListStarted];
+            n.extend(objects.into_iter().map(Notification::Listed));
+            n.push(Notification::ListDone);
+            n
+        };
+        let first = builder.ingest(vec![batch(
+            POD,
+            1,
+            list(vec![meta(1, Some(9)), meta(2, Some(9)), meta(3, None)]),
+        )]);
+        assert!(first.relisted_away.is_empty(), "a first list finds nothing gone");
+        builder.ingest(vec![batch(POD, 1, vec![Notification::Deleted(meta(3, None))])]);
+        // The watch broke; o2 was deleted meanwhile, o1 stays.
+        let done = builder.ingest(vec![batch(POD, 1, list(vec![meta(1, Some(9))]))]);
+        assert!(graph.node(Uid::parse(&uid(2))).is_none(), "the relist's delete was applied");
+        if !asked {
+            assert!(done.relisted_away.is_empty());
+            continue;
+        }
+        let reported: Vec<_> = done
+            .relisted_away
+            .iter()
+            .map(|(resource, node)| {
+                let owners: Vec<_> = node.owners.iter().map(|o| o.uid.to_string()).collect();
+                (
+                    resource.as_str(),
+                    node.identity.name.as_str(),
+                    node.identity.namespace.as_str(),
+                    owners,
+                )
+            })
+            .collect();
+        assert_eq!(reported, [(POD, "o2", "ns", vec![uid(9)])]);
+    }
+}

@@ -36,7 +36,8 @@ pub use store::{Notification, ResourceStore};
 use crate::cluster::Cluster;
 use crate::collector::Collector;
 use crate::error::IngestError;
-use crate::identity::ObjectType;
+use crate::graph::NodeView;
+use crate::identity::{ObjectType, Uid};
 use crate::ingest::{Event, Ingester};
 use crate::sync::Arc;
 
@@ -71,6 +72,10 @@ pub struct Ingested {
     pub errors: Vec<IngestError>,
     /// The watcher runs whose list (first or relist) is now wholly in the graph.
     pub listed: Vec<WatchSource>,
+    /// Objects a relist found gone (no watch delivered their delete), each with its resource
+    /// and as the graph held it before: only when
+    /// [`GraphBuilder::report_relist_deletions`] asked for them (shadow mode judges them).
+    pub relisted_away: Vec<(String, NodeView)>,
 }
 
 /// The graph builder (see the module docs).
@@ -88,6 +93,8 @@ pub struct GraphBuilder<C> {
     /// The buffer of the batch before, while the ingester's pool clears it (see
     /// [`GraphBuilder::recycle`]).
     clearing: Option<mpsc::Receiver<Vec<Event>>>,
+    /// Whether [`Ingested::relisted_away`] is filled.
+    report_relist_deletions: bool,
 }
 
 /// The capacity of the event buffer kept from one batch to the next. Built afresh, a batch's
@@ -126,7 +133,14 @@ impl<C: Cluster> GraphBuilder<C> {
             stopped: HashMap::new(),
             events: Vec::new(),
             clearing: None,
+            report_relist_deletions: false,
         }
+    }
+
+    /// Makes [`ingest`](Self::ingest) report the objects relists find gone
+    /// ([`Ingested::relisted_away`]), as the graph held them: one graph read per such object.
+    pub fn report_relist_deletions(&mut self) {
+        self.report_relist_deletions = true;
     }
 
     /// Applies the pending virtual deletes and `batches`, in order, and queues what they
@@ -137,6 +151,7 @@ impl<C: Cluster> GraphBuilder<C> {
         events.reserve(batches.iter().map(|b| b.notifications.len()).sum());
         let mut listed = Vec::new();
         let mut lag_changes = Vec::new();
+        let mut relisted_away = Vec::new();
         for batch in batches {
             let WatchBatch { source, notifications } = batch;
             let current = match self.stores.get(&source.resource) {
@@ -161,8 +176,20 @@ impl<C: Cluster> GraphBuilder<C> {
                 &mut throwaway
             };
             for n in notifications {
+                let (ends_list, before) = (matches!(n, Notification::ListDone), events.len());
                 if store.on_notification(n, &mut events) && current {
                     listed.push(source.clone());
+                }
+                if ends_list && self.report_relist_deletions {
+                    // What a list's end adds are the deletes it found: the graph, not yet
+                    // given this batch, still holds those objects as last seen.
+                    let graph = self.collector.graph();
+                    relisted_away.extend(
+                        events[before..]
+                            .iter()
+                            .filter_map(|e| graph.node(Uid::parse(&e.object.uid)))
+                            .map(|node| (source.resource.clone(), node)),
+                    );
                 }
             }
             if current && store.is_behind() != was_behind {
@@ -183,6 +210,7 @@ impl<C: Cluster> GraphBuilder<C> {
             self.collector.note_listed(source.object_type, objects);
         }
         done.listed = listed;
+        done.relisted_away = relisted_away;
         done
     }
 
@@ -230,7 +258,7 @@ impl<C: Cluster> GraphBuilder<C> {
         let errors = std::mem::take(&mut out.errors);
         let applied = out.applied;
         self.collector.apply_ingest_output(out);
-        Ingested { events: events.len(), applied, errors, listed: Vec::new() }
+        Ingested { events: events.len(), applied, errors, ..Ingested::default() }
     }
 
     /// Drops the store of `source`, a watcher run stopped for good (not a later run's).
