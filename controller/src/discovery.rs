@@ -110,6 +110,20 @@ pub fn add_resource_list(
     }
 }
 
+/// `call`, failed if it has no answer within [`CALL_TIMEOUT`](crate::kube_cluster::CALL_TIMEOUT):
+/// a connection the network dropped would otherwise hold discovery, and with it the resync
+/// loop (new CustomResourceDefinitions unwatched, orphaning waiting), until the kernel gave up
+/// on it. A group-version that times out is a failed group, as one that answers with an error.
+async fn answered<T>(
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    let timeout = crate::kube_cluster::CALL_TIMEOUT;
+    match tokio::time::timeout(timeout, call).await {
+        Ok(answer) => answer,
+        Err(_) => Err(kube::Error::Service(format!("discovery: no answer in {timeout:?}").into())),
+    }
+}
+
 /// Runs legacy discovery. Fails only when nothing at all could be listed.
 pub async fn discover(
     client: &Client,
@@ -117,15 +131,15 @@ pub async fn discover(
 ) -> Result<Discovered, kube::Error> {
     let mut out = Discovered::default();
     // Core group: /api → versions → /api/v1.
-    let core = client.list_core_api_versions().await?;
+    let core = answered(client.list_core_api_versions()).await?;
     for (i, version) in core.versions.iter().enumerate() {
-        match client.list_core_api_resources(version).await {
+        match answered(client.list_core_api_resources(version)).await {
             Ok(list) => add_resource_list(&mut out, "", version, i == 0, &list, ignored),
             Err(e) => out.failed.push((version.clone(), e.to_string())),
         }
     }
     // Named groups: /apis → for each group, every served version.
-    let groups = client.list_api_groups().await?;
+    let groups = answered(client.list_api_groups()).await?;
     for g in &groups.groups {
         let preferred = g
             .preferred_version
@@ -133,7 +147,7 @@ pub async fn discover(
             .map(|p| p.version.clone())
             .or_else(|| g.versions.first().map(|v| v.version.clone()));
         for v in &g.versions {
-            match client.list_api_group_resources(&v.group_version).await {
+            match answered(client.list_api_group_resources(&v.group_version)).await {
                 Ok(list) => {
                     let is_preferred = preferred.as_deref() == Some(v.version.as_str());
                     add_resource_list(&mut out, &g.name, &v.version, is_preferred, &list, ignored);
@@ -143,7 +157,7 @@ pub async fn discover(
         }
     }
     out.aggregated = if groups.groups.iter().any(|g| g.name == "apiregistration.k8s.io") {
-        match client.request::<ApiServiceList>(api_services_request()).await {
+        match answered(client.request::<ApiServiceList>(api_services_request())).await {
             Ok(list) => Some(aggregated_api_versions(&list)),
             Err(e) => {
                 tracing::warn!(
@@ -205,6 +219,8 @@ pub fn aggregated_api_versions(list: &ApiServiceList) -> BTreeSet<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// Only APIServices that name a service are aggregated; the API server's own groups (no
@@ -327,5 +343,36 @@ mod tests {
         assert!(
             out.mapper.contains_key(&("rbac.authorization.k8s.io/v1beta1".into(), "Role".into()))
         );
+    }
+
+    /// A discovery request whose answer never comes (a connection the network dropped) fails
+    /// after the call timeout: the whole discovery when it is `/api`, only its group-version
+    /// (reported as failed, the others used) when it is one group's resources.
+    #[tokio::test(start_paused = true)]
+    async fn a_discovery_request_without_an_answer_fails_after_the_timeout() {
+        use crate::test_server::{Reply, Script};
+        let never = |reply: Reply| Reply { delay: Duration::from_secs(24 * 3600), ..reply };
+        let api = r#"{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[]}"#;
+        let core = r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[]}"#;
+        let apps = r#"{"kind":"APIGroupList","groups":[{"name":"apps",
+            "versions":[{"groupVersion":"apps/v1","version":"v1"}],
+            "preferredVersion":{"groupVersion":"apps/v1","version":"v1"}}]}"#;
+        let started = tokio::time::Instant::now();
+        let hung = Script::new(vec![never(Reply::json(200, api, false))]);
+        let client = kube::Client::new(hung, "default");
+        let error = discover(&client, &BTreeSet::new()).await.expect_err("no answer");
+        assert!(error.to_string().contains("no answer"), "{error}");
+        assert_eq!(started.elapsed(), crate::kube_cluster::CALL_TIMEOUT);
+
+        let one_group_hung = Script::new(vec![
+            Reply::json(200, api, false),
+            Reply::json(200, core, false),
+            Reply::json(200, apps, false),
+            never(Reply::json(200, "{}", false)),
+        ]);
+        let client = kube::Client::new(one_group_hung, "default");
+        let found = discover(&client, &BTreeSet::new()).await.expect("the other groups");
+        let failed: Vec<&str> = found.failed.iter().map(|(gv, _)| gv.as_str()).collect();
+        assert_eq!(failed, ["apps/v1"]);
     }
 }

@@ -7,19 +7,43 @@ use kube_gc::{Controller, Flags};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+/// The process's stop signal: SIGTERM or SIGINT (ctrl-c).
+#[derive(Clone)]
+struct Shutdown(tokio::sync::watch::Receiver<bool>);
+
+impl Shutdown {
+    /// Installs the handlers now, before anything else runs. As a container's PID 1, kube-gc
+    /// never sees a signal that arrives before its handler exists (the kernel drops the
+    /// signals PID 1 does not handle), and the kubelet would wait out the grace period and
+    /// kill it: a standby waiting for the lease, or a leader in its first warm-up.
+    fn install() -> std::io::Result<Shutdown> {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = signal(SignalKind::terminate())?;
+            let mut interrupt = signal(SignalKind::interrupt())?;
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+                    _ = interrupt.recv() => tracing::info!("SIGINT: stopping"),
+                }
+                let _ = tx.send(true);
+            });
         }
+        #[cfg(not(unix))]
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            let _ = tx.send(true);
+        });
+        Ok(Shutdown(rx))
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+
+    /// Resolves once the process was asked to stop.
+    async fn wait(self) {
+        let mut rx = self.0;
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
 }
 
 /// Turns transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP` says
@@ -62,6 +86,7 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(flags: Flags) -> anyhow::Result<()> {
+    let shutdown = Shutdown::install()?;
     let client = kube_gc::client(&flags).await?;
     if !flags.enable_garbage_collector {
         tracing::warn!("garbage collector disabled by --enable-garbage-collector=false");
@@ -70,7 +95,7 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         // and no Lease is taken.
         let controller = Controller::start(flags, client).await?;
         controller.ready.store(true, std::sync::atomic::Ordering::Release);
-        shutdown_signal().await;
+        shutdown.wait().await;
         return Ok(());
     }
     let lease = flags.leader_elect.then(|| {
@@ -96,7 +121,11 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         let metrics = controller.metrics.clone();
         metrics.set_leader(&lease.name, false);
         let name = lease.name.clone();
-        let leadership = Leadership::acquire(client, lease).await;
+        let leadership = tokio::select! {
+            leadership = Leadership::acquire(client, lease) => leadership,
+            // A standby asked to stop stops: it has written nothing.
+            _ = shutdown.clone().wait() => return Ok(()),
+        };
         metrics.set_leader(&name, true);
         tokio::spawn(async move {
             leadership.hold().await;
@@ -106,7 +135,7 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
             kube_gc::leader::exit_lost("leaderelection lost");
         });
     }
-    controller.run(shutdown_signal()).await;
+    controller.run(shutdown.wait()).await;
     Ok(())
 }
 

@@ -469,7 +469,11 @@ impl Controller {
             tracing::info!("early collection: collecting proven garbage while warming up");
             self.start_delete_workers();
         }
-        if self.settle(self.flags.initial_sync_timeout).await {
+        let synced = tokio::select! {
+            _ = &mut shutdown => return self.shut_down(),
+            synced = self.settle(self.flags.initial_sync_timeout) => synced,
+        };
+        if synced {
             tracing::info!(
                 seconds = started.elapsed().as_secs_f64(),
                 "Garbage collector: all resource monitors have synced"
@@ -501,7 +505,11 @@ impl Controller {
                     last_crd_sync = Some(tokio::time::Instant::now());
                 }
             }
-            self.sync_once().await;
+            // A stop asked for mid-sync (its settling may take a resync period) stops it.
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = self.sync_once() => {}
+            }
         }
         self.shut_down();
     }
