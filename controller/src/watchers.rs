@@ -323,8 +323,10 @@ async fn list(
     let mut whole = false;
     loop {
         let mut params = ListParams::default();
-        if from_cache && continue_token.is_none() {
+        if from_cache && !whole && continue_token.is_none() {
             // Whole: the watch cache answers without pages (kube-rs sends no limit either).
+            // Only the first request: once pages were sent, a new list is a relist, which a
+            // lagging cache could answer from before them (see `WatcherOptions`).
             params.resource_version = Some("0".into());
             params.version_match = Some(VersionMatch::NotOlderThan);
         } else if !whole {
