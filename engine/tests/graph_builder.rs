@@ -266,3 +266,31 @@ fn relist_deletions_are_reported_as_the_graph_held_them() {
         assert_eq!(reported, [(POD, "o2", "ns", vec![uid(9)])]);
     }
 }
+
+/// An owner a relist found gone (its delete missed while the watch was down) is cached as
+/// absent under the coordinates its dependents name, as an owner whose delete a watch
+/// delivered: the deletes a relist synthesizes carry the name and namespace the graph held.
+#[test]
+fn an_owner_a_relist_found_gone_is_cached_under_its_name() {
+    let (graph, mut builder) = builder();
+    let list = |objects: Vec<ObjectMeta>| {
+        let mut n = vec![Notification::ListStarted];
+        n.extend(objects.into_iter().map(Notification::Listed));
+        n.push(Notification::ListDone);
+        n
+    };
+    builder.ingest(vec![
+        batch(RS, 1, list(vec![meta(9, None)])),
+        batch(POD, 1, list(vec![meta(1, Some(9))])),
+    ]);
+    assert!(graph.node(Uid::parse(&uid(9))).is_some_and(|n| !n.is_virtual));
+    // The ReplicaSets' watch broke and o9 was deleted meanwhile.
+    builder.ingest(vec![batch(RS, 1, list(vec![]))]);
+    assert!(graph.node(Uid::parse(&uid(9))).is_none());
+    let owner = ObjectReference::new("apps/v1", "ReplicaSet", "ns", "o9", &uid(9));
+    assert!(
+        builder.collector().absent_owners().has(&owner),
+        "{:?}",
+        builder.collector().absent_owners().contents()
+    );
+}

@@ -180,16 +180,24 @@ impl<C: Cluster> GraphBuilder<C> {
                 if store.on_notification(n, &mut events) && current {
                     listed.push(source.clone());
                 }
-                if ends_list && self.report_relist_deletions {
-                    // What a list's end adds are the deletes it found: the graph, not yet
-                    // given this batch, still holds those objects as last seen.
+                if ends_list {
+                    // What a list's end adds are the deletes it found, with only their UIDs
+                    // (the store keeps no more). The graph, not yet given this batch, still
+                    // holds those objects as last seen: their names and namespaces complete
+                    // the deletes, as upstream's informer hands over the last object it
+                    // stored (`DeletedFinalStateUnknown`), so that the owner the delete
+                    // proves absent is cached under the coordinates its dependents name.
                     let graph = self.collector.graph();
-                    relisted_away.extend(
-                        events[before..]
-                            .iter()
-                            .filter_map(|e| graph.node(Uid::parse(&e.object.uid)))
-                            .map(|node| (source.resource.clone(), node)),
-                    );
+                    for event in &mut events[before..] {
+                        let Some(node) = graph.node(Uid::parse(&event.object.uid)) else {
+                            continue;
+                        };
+                        event.object.name.clone_from(&node.identity.name);
+                        event.object.namespace = node.identity.namespace.as_str().to_owned();
+                        if self.report_relist_deletions {
+                            relisted_away.push((source.resource.clone(), node));
+                        }
+                    }
                 }
             }
             if current && store.is_behind() != was_behind {

@@ -146,8 +146,8 @@ impl ResourceStore {
                 match self.list.take() {
                     Some(ListInProgress { listing, relist: true }) => {
                         // Deleted while the watch was down: the watcher emits no event for
-                        // them. The graph needs only the UID of a deleted object (it knows
-                        // the rest).
+                        // them. Only their UIDs are kept here; the graph builder completes
+                        // each delete from the graph's node.
                         let deleting = &mut self.deleting;
                         self.emitted.replace(listing, |uid| {
                             deleting.remove(&uid);
