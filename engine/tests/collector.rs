@@ -1022,6 +1022,54 @@ fn json_merge_fallback_on_unsupported_media_type_for_a_custom_resource() {
     assert_eq!(child.owner_references, [owner_ref(&w, "keeper", "ku", None)]);
 }
 
+/// A custom resource its controller writes while the collector decides (its status, every
+/// second): the JSON merge patch, pinned to the version the decision read, conflicts. The
+/// decision stands on the live object (same owners, not being deleted), so it is retried once
+/// on the live version, rather than requeued to conflict again on every attempt. Had the
+/// owners changed, the conflict is returned and nothing is written.
+#[test]
+fn a_pinned_patch_that_conflicts_is_retried_once_if_the_owners_are_unchanged() {
+    for owners_change in [false, true] {
+        let mut env = Env::new();
+        let w = widgets();
+        env.cluster.register_custom(w.clone());
+        env.create(&w, object(&w, "keeper", "ku", vec![]));
+        let owners = vec![owner_ref(&w, "gone", "gu", None), owner_ref(&w, "keeper", "ku", None)];
+        env.create(&w, object(&w, "child", "cu", owners.clone()));
+        let written = std::sync::atomic::AtomicBool::new(false);
+        env.cluster.on_call(move |cluster, call| {
+            let merge = call.patch().is_some_and(|p| p.patch_type == PatchType::JsonMerge);
+            if merge && !written.swap(true, Ordering::SeqCst) {
+                cluster
+                    .update_object(&widgets(), "ns1", "child", |m| {
+                        if owners_change {
+                            m.owner_references.reverse();
+                        }
+                    })
+                    .unwrap();
+            }
+            None
+        });
+        let outcome = env.work("cu");
+        let child = env.cluster.object(&w, "ns1", "child").unwrap();
+        let merges = env
+            .cluster
+            .take_calls()
+            .iter()
+            .filter(|c| c.patch().is_some_and(|p| p.patch_type == PatchType::JsonMerge))
+            .count();
+        if owners_change {
+            assert_eq!(outcome, Outcome::Requeue);
+            assert_eq!(merges, 1, "retried on changed owners");
+            assert_eq!(child.owner_references.len(), 2, "{child:?}");
+        } else {
+            assert_eq!(outcome, Outcome::Forget);
+            assert_eq!(merges, 2);
+            assert_eq!(child.owner_references, [owner_ref(&w, "keeper", "ku", None)]);
+        }
+    }
+}
+
 /// Orphaning a custom resource's dependent falls back to a JSON merge patch built from a live
 /// GET by name. When that name now holds another object (the dependent the graph knows was
 /// deleted and created again, naming the same owner), the patch is not sent to the successor,

@@ -503,6 +503,28 @@ fn a_patch_decided_from_the_graphs_copy_never_lands_on_a_newer_version() {
     assert_eq!(env.collector.stats().stale_view_conflicts.load(Ordering::Relaxed), 1);
 }
 
+/// A patch decided from the graph's copy of an object deleted behind the informer's back gets
+/// 404: the copy is stale, so the next decision reads the object live, finds it gone and
+/// removes it from the graph (upstream's GET and virtual delete), instead of patching the
+/// same copy again on every attempt until the watch delivers the delete.
+#[test]
+fn a_patch_decided_from_the_graphs_copy_of_a_deleted_object_reads_it_live_next() {
+    let (solid, solid_ref) = solid_owner();
+    let mut both = pod(1);
+    both.owner_references.push(solid_ref);
+    let mut env =
+        Env::new(cluster_with(&[(pods(), both), (replicasets(), solid.clone())]), from_graph());
+    env.observe(EventType::Add, rs_type(), solid);
+    let observed = stored(&env, "web-1");
+    env.observe(EventType::Add, pod_type(), observed.clone());
+    env.cluster.delete_object(&pods(), "ns1", "web-1").unwrap();
+    env.run_attempt_to_delete(20);
+    let patches = env.cluster.take_calls().iter().filter(|c| c.patch().is_some()).count();
+    assert_eq!(patches, 1, "the copy's patch was sent again");
+    assert!(env.graph.node(kube_gc_engine::Uid::parse(&observed.uid)).is_none());
+    assert!(env.collector.attempt_to_delete_queue().is_empty(), "retried for ever");
+}
+
 /// Beyond upstream (issue #11, "Liveness"): a dependent the graph did not know when its owner
 /// was orphaned (its resource not synced yet, or its add event still in flight: upstream's
 /// race #26120) keeps its reference to the orphaned owner. Upstream later finds that owner

@@ -333,7 +333,7 @@ impl Collector for ScrapeTime {
             ),
             (
                 "kube_gc_stale_view_conflicts",
-                "Writes decided from the graph's copy of an object refused because it had changed (decided again from a live read)",
+                "Writes decided from the graph's copy of an object refused because it had changed or gone (decided again from a live read)",
                 &stats.stale_view_conflicts,
             ),
             (

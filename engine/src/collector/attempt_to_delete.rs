@@ -411,8 +411,10 @@ impl<C: Cluster> Collector<C> {
         }
     }
 
-    /// A write decided on `view` failed. A conflict on a write decided from the graph's copy
-    /// means the copy is stale: the item's next decision reads it live.
+    /// A write decided on `view` failed. A conflict (or a 404) on a write decided from the
+    /// graph's copy means the copy is stale: the item's next decision reads it live (and a
+    /// live 404 is the item's absence, a virtual delete, rather than the same write refused
+    /// again until the watch delivers the delete).
     fn write_failed(
         &self,
         item: &NodeView,
@@ -420,7 +422,7 @@ impl<C: Cluster> Collector<C> {
         context: std::fmt::Arguments<'_>,
         error: ClusterError,
     ) -> ItemError {
-        if view.from_graph && matches!(error, ClusterError::Conflict(_)) {
+        if view.from_graph && matches!(error, ClusterError::Conflict(_) | ClusterError::NotFound) {
             self.stats.stale_view_conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.stale_copies.lock().put(item.key(), ());
         }

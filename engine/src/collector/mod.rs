@@ -192,7 +192,8 @@ pub struct CollectorStats {
     /// Item GETs saved by [`CollectorOptions::read_items_from_graph`].
     pub item_reads_saved: AtomicU64,
     /// Writes decided from the graph's copy of an object that the API server refused because
-    /// the object had changed since (409): each was decided again from a live read.
+    /// the object had changed (409) or gone (404) since: each was decided again from a live
+    /// read.
     pub stale_view_conflicts: AtomicU64,
     /// GETs made to show an owner absent or present (of a virtual node, or of an owner in
     /// classification); the other GETs read items.
