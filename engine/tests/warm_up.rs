@@ -468,13 +468,9 @@ fn a_conflict_that_finds_another_uid_is_the_old_objects_absence() {
     assert!(env.graph.node(kube_gc_engine::Uid::parse(&observed.uid)).is_none());
 }
 
-/// Finding 1: a patch decided from the graph's copy must land only on the version the copy
-/// shows. The copy has a solid owner and a dangling one, so the decision is to remove the
-/// dangling reference; but live, the solid owner's reference is gone too, and upstream reading
-/// it live would delete the object. Unpinned, the patch would leave an object with no owner,
-/// never collected. Pinned, it conflicts, and the live decision deletes it.
-#[test]
-fn a_patch_decided_from_the_graphs_copy_never_lands_on_a_newer_version() {
+/// Reading items from the graph, the Pod web-1 observed with a solid owner and a dangling one
+/// (the decision from its copy: remove the dangling reference), and the copy.
+fn observed_with_a_solid_and_a_dangling_owner() -> (Env<MemoryCluster>, ObjectMeta) {
     let (solid, solid_ref) = solid_owner();
     let mut both = pod(1);
     both.owner_references.push(solid_ref);
@@ -483,6 +479,17 @@ fn a_patch_decided_from_the_graphs_copy_never_lands_on_a_newer_version() {
     env.observe(EventType::Add, rs_type(), solid);
     let observed = stored(&env, "web-1");
     env.observe(EventType::Add, pod_type(), observed.clone());
+    (env, observed)
+}
+
+/// Finding 1: a patch decided from the graph's copy must land only on the version the copy
+/// shows. The copy has a solid owner and a dangling one, so the decision is to remove the
+/// dangling reference; but live, the solid owner's reference is gone too, and upstream reading
+/// it live would delete the object. Unpinned, the patch would leave an object with no owner,
+/// never collected. Pinned, it conflicts, and the live decision deletes it.
+#[test]
+fn a_patch_decided_from_the_graphs_copy_never_lands_on_a_newer_version() {
+    let (mut env, observed) = observed_with_a_solid_and_a_dangling_owner();
     // Released by the solid owner behind the informer's back: only the dangling one is left.
     env.cluster
         .update_object(&pods(), "ns1", "web-1", |m| m.owner_references = vec![rs_ref()])
@@ -509,14 +516,7 @@ fn a_patch_decided_from_the_graphs_copy_never_lands_on_a_newer_version() {
 /// same copy again on every attempt until the watch delivers the delete.
 #[test]
 fn a_patch_decided_from_the_graphs_copy_of_a_deleted_object_reads_it_live_next() {
-    let (solid, solid_ref) = solid_owner();
-    let mut both = pod(1);
-    both.owner_references.push(solid_ref);
-    let mut env =
-        Env::new(cluster_with(&[(pods(), both), (replicasets(), solid.clone())]), from_graph());
-    env.observe(EventType::Add, rs_type(), solid);
-    let observed = stored(&env, "web-1");
-    env.observe(EventType::Add, pod_type(), observed.clone());
+    let (mut env, observed) = observed_with_a_solid_and_a_dangling_owner();
     env.cluster.delete_object(&pods(), "ns1", "web-1").unwrap();
     env.run_attempt_to_delete(20);
     let patches = env.cluster.take_calls().iter().filter(|c| c.patch().is_some()).count();
