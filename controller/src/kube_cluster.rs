@@ -248,18 +248,35 @@ pub fn api_resource(resource: &Resource) -> ApiResource {
     }
 }
 
-/// Maps a kube-rs error to what the collector distinguishes.
+/// The `reason` kube-rs gives the Status it makes up for an error body that is no Status (a
+/// proxy's text, a bare path's `404 page not found`): its code is the HTTP status.
+const KUBE_RS_UNPARSED: &str = "Failed to parse error data";
+
+/// Maps a kube-rs error to what the collector distinguishes, as client-go's `IsNotFound`,
+/// `IsConflict`, … judge a Status: by its `reason`, and by its `code` only when the reason is
+/// unknown (empty). A Status that says another reason under a 404 is not an absence; one that
+/// says `NotFound` without a code is (a body without a code would otherwise be retried for
+/// ever). An error body that is no Status is judged by the HTTP status, as client-go's
+/// generic response error is.
 pub fn classify_error(e: kube::Error) -> ClusterError {
     match e {
         kube::Error::Api(status) => {
-            let code = status.code;
+            let reason = match status.reason.as_str() {
+                KUBE_RS_UNPARSED => "",
+                reason => reason,
+            };
+            let is = |r: &str, code: u16| reason == r || (reason.is_empty() && status.code == code);
             let message = status.message.clone();
-            match code {
-                404 => ClusterError::NotFound,
-                409 => ClusterError::Conflict(message),
-                415 => ClusterError::UnsupportedMediaType,
-                422 => ClusterError::Invalid(message),
-                _ => ClusterError::Other { code, message },
+            if is("NotFound", 404) {
+                ClusterError::NotFound
+            } else if is("Conflict", 409) {
+                ClusterError::Conflict(message)
+            } else if is("UnsupportedMediaType", 415) {
+                ClusterError::UnsupportedMediaType
+            } else if is("Invalid", 422) {
+                ClusterError::Invalid(message)
+            } else {
+                ClusterError::Other { code: status.code, message }
             }
         }
         other => ClusterError::Other { code: 0, message: other.to_string() },
@@ -394,8 +411,15 @@ impl Cluster for KubeCluster {
             ..DeleteParams::default()
         };
         let api = self.api(resource, namespace)?;
-        self.answer("DELETE", api.delete(name, &params)).await?;
-        Ok(())
+        let answer = self.answer("DELETE", api.delete(name, &params)).await?;
+        // A Status in a 200 that says it failed is a failure, as client-go reads it.
+        match answer.right() {
+            Some(status) if status.is_failure() => Err(ClusterError::Other {
+                code: status.code,
+                message: format!("DELETE answered with a failure: {}", status.message),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn record_event(&self, event: WarningEvent) {
@@ -482,6 +506,67 @@ mod tests {
         let found = c.get(&pods(), "ns", "web").await.unwrap();
         assert_eq!((found.uid.as_str(), found.resource_version.as_str()), ("uid-web", "7"));
         assert_eq!(c.get(&pods(), "ns", "web").await, Err(ClusterError::NotFound));
+    }
+
+    /// Errors are judged as client-go judges them: by the Status's reason, by its code only
+    /// when the reason is empty, and by the HTTP status when the body is no Status.
+    #[tokio::test]
+    async fn an_error_is_judged_by_its_reason_then_its_code() {
+        let status = |code: u16, reason: &str| {
+            let body = format!(
+                r#"{{"kind":"Status","status":"Failure","reason":"{reason}","code":{code}}}"#
+            );
+            let body = body.replace(r#","code":0"#, "");
+            Reply::json(if code == 0 { 500 } else { code }, body, false)
+        };
+        let text = |code: u16| Reply {
+            content_type: "text/plain",
+            ..Reply::json(code, "404 page not found", false)
+        };
+        let (c, _) = cluster(vec![
+            status(0, "NotFound"),
+            status(404, ""),
+            status(404, "Forbidden"),
+            text(404),
+            status(0, "Conflict"),
+            status(0, ""),
+        ]);
+        let mut answers = Vec::new();
+        for _ in 0..6 {
+            answers.push(c.get(&pods(), "ns", "web").await.map(|_| ()));
+        }
+        let other = |code| Err(ClusterError::Other { code, message: String::new() });
+        let answers: Vec<_> = answers
+            .into_iter()
+            .map(|a| match a {
+                Err(ClusterError::Other { code, .. }) => other(code),
+                Err(ClusterError::Conflict(_)) => Err(ClusterError::Conflict(String::new())),
+                a => a,
+            })
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                Err(ClusterError::NotFound),
+                Err(ClusterError::NotFound),
+                other(404),
+                Err(ClusterError::NotFound),
+                Err(ClusterError::Conflict(String::new())),
+                other(0),
+            ]
+        );
+    }
+
+    /// A DELETE answered 200 with a Status that says it failed did not delete.
+    #[tokio::test]
+    async fn a_delete_answered_with_a_failed_status_is_a_failure() {
+        let failed =
+            r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"no","code":500}"#;
+        let done = r#"{"kind":"Status","apiVersion":"v1","status":"Success","code":200}"#;
+        let (c, _) = cluster(vec![Reply::json(200, failed, false), Reply::json(200, done, false)]);
+        let answer = c.delete(&pods(), "ns", "web", &DeleteOptions::default()).await;
+        assert!(is_other(&answer), "{answer:?}");
+        assert_eq!(c.delete(&pods(), "ns", "web", &DeleteOptions::default()).await, Ok(()));
     }
 
     /// A body that is no object's metadata, or another object's, is an error (the item is
