@@ -469,6 +469,12 @@ async fn send_event(client: Client, event: WarningEvent) {
         ..Default::default()
     };
     let api: Api<core::Event> = Api::namespaced(client, ns);
+    if fenced("POST event").is_err() {
+        // Past the renew deadline, as the collector's writes: the leader this process was may
+        // no longer be (the watchdog ends the process at this moment).
+        tracing::debug!(reason = event.reason, "event not recorded: the lease was not renewed");
+        return;
+    }
     // Bounded as the collector's calls are, so that one lost answer does not stop the
     // recorder's queue.
     match tokio::time::timeout(CALL_TIMEOUT, api.create(&PostParams::default(), &ev)).await {

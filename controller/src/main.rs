@@ -74,7 +74,11 @@ fn main() -> std::process::ExitCode {
     }
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    match runtime.block_on(run(flags)) {
+    let result = runtime.block_on(run(flags));
+    // Not waiting for blocking tasks (a batch being ingested, a large graph's DOT dump): the
+    // process is done, and the kubelet's grace period is short.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             let error = kube_gc::error::one_line(e.as_ref());
