@@ -298,3 +298,41 @@ fn a_type_refused_for_the_cap_and_served_later_is_decided_from_a_live_read() {
     assert_eq!(block_on(env.collector.attempt_to_delete_worker(key)), Outcome::Forget);
     assert!(env.cluster.object(&pods, "ns", &name).is_none(), "its owner is absent: garbage");
 }
+
+/// Objects whose own UIDs are past the cap, arriving from a watch through the graph builder:
+/// their events are refused (counted), and the builder's per-resource store interns none of
+/// them either (it used to, so the cap held for the graph but not for the process).
+#[test]
+fn a_watch_delivering_uids_past_the_cap_interns_none() {
+    use kube_gc_engine::{GraphBuilder, Notification, WatchBatch, WatchSource};
+    let _turn = TYPE_CAP.lock().unwrap_or_else(|e| e.into_inner());
+    intern_shared_strings();
+    set_max_interned_uids(interned_uids());
+    let graph = Arc::new(Graph::new(4).unwrap());
+    let cluster = Arc::new(MemoryCluster::with_test_resources());
+    let (collector, changes) =
+        support::immediate_collector(&graph, &cluster, CollectorOptions::default());
+    let mut builder =
+        GraphBuilder::new(Ingester::new(graph.clone(), 2), Arc::new(collector), changes);
+    let source = WatchSource {
+        resource: "v1/configmaps".into(),
+        object_type: ObjectType::new("v1", "ConfigMap"),
+        generation: 1,
+    };
+    let object = |i: u64| ObjectMeta {
+        uid: format!("hostile-own-uid-{i}"),
+        name: format!("cm-{i}"),
+        namespace: "ns".into(),
+        ..ObjectMeta::default()
+    };
+    let held = interned_uids();
+    let mut notifications = vec![Notification::ListStarted];
+    notifications.extend((0..100).map(|i| Notification::Listed(object(i))));
+    notifications.push(Notification::ListDone);
+    notifications.extend((100..200).map(|i| Notification::Applied(object(i))));
+    notifications.extend((0..50).map(|i| Notification::Deleted(object(i))));
+    let done = builder.ingest(vec![WatchBatch { source, notifications }]);
+    assert_eq!(done.errors.len(), 250, "each refused, and counted");
+    assert_eq!(interned_uids(), held, "interned past the cap");
+    assert!(graph.is_empty());
+}

@@ -131,7 +131,12 @@ impl ResourceStore {
                 false
             }
             Notification::Listed(meta) => {
-                let uid = Uid::parse(&meta.uid);
+                // A UID past the cap on non-UUID UIDs is not kept here either: ingestion
+                // refuses its event (counted), and the object is never in the graph.
+                let Ok(uid) = Uid::try_parse(&meta.uid) else {
+                    out.push(Event::new(EventType::Add, ty, meta));
+                    return false;
+                };
                 match self.list.as_mut() {
                     Some(list) => list.listing.push(uid),
                     None => self.emitted.insert(uid),
@@ -169,7 +174,10 @@ impl ResourceStore {
                 true
             }
             Notification::Applied(meta) => {
-                let uid = Uid::parse(&meta.uid);
+                let Ok(uid) = Uid::try_parse(&meta.uid) else {
+                    out.push(Event::new(EventType::Update, ty, meta));
+                    return false;
+                };
                 self.emitted.insert(uid);
                 let old = self
                     .remember(uid, &meta)
@@ -178,10 +186,11 @@ impl ResourceStore {
                 false
             }
             Notification::Deleted(meta) => {
-                let uid = Uid::parse(&meta.uid);
                 self.flush_list();
-                self.deleting.remove(&uid);
-                self.emitted.remove(&uid);
+                if let Ok(uid) = Uid::try_parse(&meta.uid) {
+                    self.deleting.remove(&uid);
+                    self.emitted.remove(&uid);
+                }
                 out.push(Event::new(EventType::Delete, ty, meta));
                 false
             }
