@@ -262,6 +262,7 @@ pub fn decode_watch_event(line: &[u8]) -> Result<kube_gc_wire::WatchEvent, Strin
         OrStatus::Status(kube_gc_wire::Status {
             code: (status.code != 0).then_some(i32::from(status.code)),
             message: (!status.message.is_empty()).then_some(status.message),
+            reason: (!status.reason.is_empty()).then_some(status.reason),
             ..Default::default()
         })
     } else {

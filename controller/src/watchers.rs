@@ -546,7 +546,8 @@ async fn watch(
             };
             let meta = match (event.event_type, event.object) {
                 (WatchEventType::Error, OrStatus::Status(s)) => {
-                    return Ok(Err(status_failure(s.code, s.message.unwrap_or_default())));
+                    let reason = s.reason.as_deref().unwrap_or_default();
+                    return Ok(Err(status_failure(s.code, reason, s.message.unwrap_or_default())));
                 }
                 (t, OrStatus::Status(_)) => {
                     return Ok(Err(Failure::Other(format!(
@@ -593,16 +594,24 @@ async fn send(client: &Client, req: http::Request<Vec<u8>>) -> Result<(String, B
         return Ok((content_type, response.into_body()));
     }
     let body = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-    let message = if kube_gc_wire::is_protobuf(&content_type) {
-        kube_gc_wire::decode_status(body).ok().and_then(|s| s.message).unwrap_or_default()
+    let (reason, message) = if kube_gc_wire::is_protobuf(&content_type) {
+        kube_gc_wire::decode_status(body)
+            .map(|s| (s.reason.unwrap_or_default(), s.message.unwrap_or_default()))
+            .unwrap_or_default()
     } else {
-        serde_json::from_slice::<kube::core::Status>(&body).map(|s| s.message).unwrap_or_default()
+        serde_json::from_slice::<kube::core::Status>(&body)
+            .map(|s| (s.reason, s.message))
+            .unwrap_or_default()
     };
-    Err(status_failure(Some(code.into()), message))
+    Err(status_failure(Some(code.into()), &reason, message))
 }
 
-fn status_failure(code: Option<i32>, message: String) -> Failure {
+/// A failed request or an ERROR event: an expired resourceVersion (client-go's
+/// `isExpiredError`: reason `Expired` or `Gone`, or code 410) relists; anything else is
+/// retried from where the watch was.
+fn status_failure(code: Option<i32>, reason: &str, message: String) -> Failure {
     match code {
+        _ if matches!(reason, "Expired" | "Gone") => Failure::Gone(message),
         Some(410) => Failure::Gone(message),
         Some(code) => Failure::Other(format!("{code}: {message}")),
         None => Failure::Other(message),

@@ -60,7 +60,12 @@ fn both_formats_decode_to_the_same_events_whatever_the_chunks() {
     let mut proto = Vec::new();
     proto.extend(encode_watch_event(WatchEventType::Added, proto_object("a", "10")));
     proto.extend(encode_watch_event(WatchEventType::Deleted, proto_object("a", "11")));
-    let gone = Status { code: Some(410), message: Some("too old".into()), ..Default::default() };
+    let gone = Status {
+        code: Some(410),
+        message: Some("too old".into()),
+        reason: Some("Expired".into()),
+        ..Default::default()
+    };
     proto.extend(encode_watch_event(WatchEventType::Error, encode_status(&gone)));
     let json = format!(
         "{{\"type\":\"ADDED\",\"object\":{}}}\n{{\"type\":\"DELETED\",\"object\":{}}}\n\n{{\"type\":\"ERROR\",\"object\":{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"message\":\"too old\",\"reason\":\"Expired\",\"code\":410}}}}\n",
@@ -94,6 +99,7 @@ fn both_formats_decode_to_the_same_events_whatever_the_chunks() {
                 OrStatus::Status(Status {
                     code: Some(410),
                     message: Some("too old".into()),
+                    reason: Some("Expired".into()),
                     ..Default::default()
                 })
             );
@@ -123,12 +129,16 @@ fn an_endless_json_line_is_a_failure() {
 }
 
 #[test]
-fn only_410_relists() {
-    assert!(matches!(status_failure(Some(410), "x".into()), Failure::Gone(_)));
-    assert!(
-        matches!(status_failure(Some(500), "x".into()), Failure::Other(m) if m.starts_with("500"))
-    );
-    assert!(matches!(status_failure(None, "x".into()), Failure::Other(_)));
+fn only_an_expired_version_relists() {
+    assert!(matches!(status_failure(Some(410), "", "x".into()), Failure::Gone(_)));
+    // A Status that says so without its code (client-go's isExpiredError reads the reason).
+    assert!(matches!(status_failure(None, "Expired", "x".into()), Failure::Gone(_)));
+    assert!(matches!(status_failure(Some(0), "Gone", "x".into()), Failure::Gone(_)));
+    assert!(matches!(
+        status_failure(Some(500), "InternalError", "x".into()),
+        Failure::Other(m) if m.starts_with("500")
+    ));
+    assert!(matches!(status_failure(None, "", "x".into()), Failure::Other(_)));
 }
 
 /// Each delay is its base (0.8 s doubling to 30 s) and a jitter below as much again; the
