@@ -196,6 +196,48 @@ fn owners_served_by_an_aggregated_api_server_take_the_get() {
     }
 }
 
+/// Discovery moves on while a proof list runs: the group is found served by an aggregated
+/// server, or the owners' kind is no longer served. The list then proves nothing: its owners
+/// take the GET (which finds them absent, or cannot map them and keeps their dependents).
+#[test]
+fn a_list_that_discovery_overtook_proves_nothing() {
+    for kind_unserved in [false, true] {
+        let cluster = cluster();
+        let stored: Vec<ObjectMeta> =
+            (1..=3).map(|i| create(&cluster, &pods(), pod(i, i))).collect();
+        let mut env = observing(cluster, stored);
+        env.drain_attempt_to_delete(10_000);
+        assert_eq!(env.collector.pending_proofs(), 3);
+        let moved = AtomicBool::new(false);
+        env.cluster.on_call(move |cluster, call| {
+            if call.verb() == Verb::List && !moved.swap(true, Ordering::SeqCst) {
+                if kind_unserved {
+                    cluster.unregister("apps/v1", "ReplicaSet");
+                } else {
+                    let aggregated =
+                        kube_gc_testkit::ResourceOptions { aggregated: true, ..Default::default() };
+                    cluster.register_with(replicasets(), aggregated);
+                }
+            }
+            None
+        });
+        let round = block_on(env.collector.prove_absences(ProofWaits::NONE));
+        assert_eq!((round.lists, round.proven_absent, round.handed_back), (1, 0, 3));
+        // Bounded: owners of a kind no longer served are retried for ever.
+        env.run_attempt_to_delete(100);
+        let calls = env.cluster.take_calls();
+        let gets = count(&calls, Verb::Get);
+        let pods_left = (1..=3)
+            .filter(|i| env.cluster.object(&pods(), "ns1", &format!("pod-{i}")).is_some())
+            .count();
+        if kind_unserved {
+            assert_eq!((gets, pods_left), (0, 3), "{calls:#?}");
+        } else {
+            assert_eq!((gets, pods_left), (3, 0), "{calls:#?}");
+        }
+    }
+}
+
 /// An owner recreated under the same name (another UID) is absent, as a GET would find it.
 #[test]
 fn a_name_held_by_another_uid_proves_the_owner_absent() {

@@ -502,6 +502,14 @@ impl<C: Cluster> Collector<C> {
             }
         }
         self.proofs.lock().sizes.insert(resource.clone(), objects);
+        if !self.cluster.consistent_lists(&resource) {
+            // Discovery found the group served by an aggregated server while the list ran: its
+            // answer proves nothing (see `Cluster::consistent_lists`).
+            tracing::debug!(%resource, "no longer consistently listed; verifying its owners one by one");
+            self.give_up_listing(resource, &entries);
+            done.handed_back = entries.len();
+            return done;
+        }
         let mut back = Vec::new();
         for p in entries {
             let current = self
@@ -511,6 +519,12 @@ impl<C: Cluster> Collector<C> {
             if !current {
                 // Observed or re-identified since it was offered: the worker decides what is
                 // left (an observed node's item is skipped or decided on its own state).
+                back.push(p);
+                continue;
+            }
+            if self.cluster.resource_for(p.identity.ty).ok().as_ref() != Some(&resource) {
+                // Discovery maps the owner's kind elsewhere now (or nowhere): the list answered
+                // for a resource a GET made now would not read.
                 back.push(p);
                 continue;
             }
