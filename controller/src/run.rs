@@ -228,7 +228,7 @@ impl Controller {
         };
         let mut registry = crate::metrics::registry(metrics.clone(), sources);
         if let Some(shadow) = &shadow {
-            shadow.register(&mut registry);
+            shadow.register(&mut registry, graph.clone());
         }
         let debug = DebugState {
             shadow,

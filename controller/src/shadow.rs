@@ -168,14 +168,56 @@ fn policy_name(options: &DeleteOptions) -> &'static str {
     }
 }
 
+/// The report's counts at scrape time, `kube_gc_shadow_deletions{judgement}`.
+#[derive(Debug)]
+struct ReportCounts {
+    shadow: std::sync::Arc<Shadow>,
+    graph: std::sync::Arc<Graph>,
+}
+
+/// The report's summary fields exported as `judgement` labels.
+const JUDGEMENTS: [&str; 5] =
+    ["deletedAsPlanned", "decidedAtDeletion", "notDeleted", "deletedNotPlanned", "unsettled"];
+
+impl prometheus_client::collector::Collector for ReportCounts {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        let summary = self.shadow.report(&self.graph)["summary"].take();
+        let mut family = encoder.encode_descriptor(
+            "kube_gc_shadow_deletions",
+            "Shadow mode (--dry-run): the report's counts of would-be and seen deletions, by how they compare (see /debug/controllers/garbagecollector/shadow)",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for judgement in JUDGEMENTS {
+            let count = summary[judgement].as_u64().unwrap_or(0);
+            let labels = [("judgement", judgement)];
+            let sample = family.encode_family(&labels)?;
+            prometheus_client::metrics::gauge::ConstGauge::new(count as i64).encode(sample)?;
+        }
+        Ok(())
+    }
+}
+
 impl Shadow {
-    /// Adds `kube_gc_dry_run_writes_total{verb}` to `registry`.
-    pub fn register(&self, registry: &mut Registry) {
+    /// Adds `kube_gc_dry_run_writes_total{verb}` to `registry`, and
+    /// `kube_gc_shadow_deletions{judgement}`: the report's counts on `graph`, at scrape time, so
+    /// that a shadow run can be watched (and alerted on: `deletedNotPlanned` above what people
+    /// delete by hand) without reading the report.
+    pub fn register(
+        self: &std::sync::Arc<Self>,
+        registry: &mut Registry,
+        graph: std::sync::Arc<Graph>,
+    ) {
         registry.register(
             "kube_gc_dry_run_writes",
             "Writes kube-gc would have made, not sent (--dry-run)",
             self.writes.clone(),
         );
+        registry.register_collector(Box::new(ReportCounts { shadow: self.clone(), graph }));
     }
 
     fn count(&self, verb: &str) {
@@ -610,6 +652,36 @@ mod tests {
         assert_eq!(r["summary"]["decidedAtDeletion"], 1, "{r}");
         assert_eq!(r["deletedAsPlanned"][0]["name"], "orphan", "{r}");
         assert_eq!(r["seenDeleted"].as_array().map(Vec::len), Some(3), "{r}");
+    }
+
+    /// The report's counts are metrics, read at scrape time.
+    #[test]
+    fn the_reports_counts_are_exported() {
+        let owner = "00000000-0000-4000-8000-00000000004a";
+        let (graph, mut ingester, dependent) = one_owner(owner);
+        drop(ingester.ingest(&[owner_event(kube_gc_engine::EventType::Add, owner)]));
+        let shadow = std::sync::Arc::new(Shadow::default());
+        let mut registry = Registry::default();
+        shadow.register(&mut registry, graph.clone());
+        // Planned, and still in the graph.
+        let options =
+            DeleteOptions { precondition_uid: Some(owner.into()), ..DeleteOptions::default() };
+        shadow.delete(
+            &Resource::new("v1", "configmaps", "ConfigMap", true),
+            "ns",
+            "owner",
+            &options,
+        );
+        shadow.observed_deletion("pods", &dependent, &graph, true);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for (judgement, count) in
+            [("notDeleted", 1), ("deletedNotPlanned", 1), ("deletedAsPlanned", 0)]
+        {
+            let line = format!("kube_gc_shadow_deletions{{judgement=\"{judgement}\"}} {count}\n");
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert!(text.contains("kube_gc_dry_run_writes_total{verb=\"delete\"} 1"), "{text}");
     }
 
     #[test]
