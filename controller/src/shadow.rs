@@ -141,16 +141,25 @@ pub struct Shadow {
     /// The UIDs of deletions still to be judged again ([`Shadow::settle`]), oldest first.
     unsettled: Mutex<std::collections::VecDeque<String>>,
     writes: Family<[(&'static str, String); 1], Counter>,
+    /// Would-be and seen deletions pushed out of the memories (each holds [`REMEMBERED`]).
+    forgotten: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Shadow {
     fn default() -> Self {
-        let size = NonZeroUsize::new(REMEMBERED).expect("non-zero");
+        Shadow::remembering(NonZeroUsize::new(REMEMBERED).expect("non-zero"))
+    }
+}
+
+impl Shadow {
+    /// Keeps at most `size` would-be deletions, and as many seen.
+    fn remembering(size: NonZeroUsize) -> Self {
         Shadow {
             would_delete: Mutex::new(LruCache::new(size)),
             deleted: Mutex::new(LruCache::new(size)),
             unsettled: Mutex::default(),
             writes: Family::default(),
+            forgotten: Default::default(),
         }
     }
 }
@@ -176,8 +185,14 @@ struct ReportCounts {
 }
 
 /// The report's summary fields exported as `judgement` labels.
-const JUDGEMENTS: [&str; 5] =
-    ["deletedAsPlanned", "decidedAtDeletion", "notDeleted", "deletedNotPlanned", "unsettled"];
+const JUDGEMENTS: [&str; 6] = [
+    "deletedAsPlanned",
+    "decidedAtDeletion",
+    "notDeleted",
+    "deletedNotPlanned",
+    "unsettled",
+    "forgotten",
+];
 
 impl prometheus_client::collector::Collector for ReportCounts {
     fn encode(
@@ -220,6 +235,13 @@ impl Shadow {
         registry.register_collector(Box::new(ReportCounts { shadow: self.clone(), graph }));
     }
 
+    /// Counts an entry pushed out of a full memory (not one replaced under its own key).
+    fn count_forgotten<V>(&self, key: &str, pushed: Option<(String, V)>) {
+        if pushed.is_some_and(|(old, _)| old != key) {
+            self.forgotten.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     fn count(&self, verb: &str) {
         self.writes.get_or_create(&[("verb", verb.to_owned())]).inc();
     }
@@ -242,10 +264,12 @@ impl Shadow {
         };
         // The collector's deletes carry the UID as a precondition; key by it when it does.
         let key = options.precondition_uid.clone().unwrap_or_else(|| format!("{object:?}"));
-        self.would_delete
+        let pushed = self
+            .would_delete
             .lock()
             .expect("shadow lock")
-            .put(key, WouldDelete { object, policy, at: now() });
+            .push(key.clone(), WouldDelete { object, policy, at: now() });
+        self.count_forgotten(&key, pushed);
     }
 
     /// A PATCH the collector would send.
@@ -332,7 +356,8 @@ impl Shadow {
         }
         let at = now();
         let seen = Seen { object, judged, at, window_from: at };
-        self.deleted.lock().expect("shadow lock").put(uid.to_owned(), seen);
+        let pushed = self.deleted.lock().expect("shadow lock").push(uid.to_owned(), seen);
+        self.count_forgotten(uid, pushed);
     }
 
     /// After each batch: judges again the deletions judged with owners staying less than
@@ -437,6 +462,8 @@ impl Shadow {
                 "notDeleted": not_deleted.len(),
                 "deletedNotPlanned": not_planned.len(),
                 "unsettled": unsettled.len(),
+                // Past the memories' size the oldest go, and the counts above miss them.
+                "forgotten": self.forgotten.load(std::sync::atomic::Ordering::Relaxed),
                 "wouldPatch": writes("patch"),
                 "wouldRecordEvents": writes("event"),
             },
@@ -682,6 +709,26 @@ mod tests {
             assert!(text.contains(&line), "{line} in {text}");
         }
         assert!(text.contains("kube_gc_dry_run_writes_total{verb=\"delete\"} 1"), "{text}");
+    }
+
+    /// Past the memories' size the oldest entries go, and the report says how many (a
+    /// deletion seen again under its own UID is not one).
+    #[test]
+    fn deletions_pushed_out_of_memory_are_counted() {
+        let shadow = Shadow::remembering(NonZeroUsize::new(2).unwrap());
+        let graph = Graph::new(1).unwrap();
+        for uid in ["shadow-test-f1", "shadow-test-f2", "shadow-test-f2", "shadow-test-f3"] {
+            shadow.observed_deletion("pods", &meta(uid, "f", false), &graph, true);
+        }
+        let pods = Resource::new("v1", "pods", "Pod", true);
+        for uid in ["shadow-test-g1", "shadow-test-g2", "shadow-test-g3", "shadow-test-g4"] {
+            let options =
+                DeleteOptions { precondition_uid: Some(uid.into()), ..DeleteOptions::default() };
+            shadow.delete(&pods, "ns", "g", &options);
+        }
+        let r = shadow.report(&graph);
+        assert_eq!(r["summary"]["forgotten"], 1 + 2, "{r}");
+        assert_eq!(r["summary"]["wouldDelete"], 2, "{r}");
     }
 
     #[test]
