@@ -68,6 +68,8 @@ pub struct JsonListDecoder {
     state: State,
     /// The raw `metadata` value, once read.
     metadata: Option<Vec<u8>>,
+    /// Whether the `items` member was met.
+    items_seen: bool,
 }
 
 impl Default for JsonListDecoder {
@@ -79,7 +81,13 @@ impl Default for JsonListDecoder {
 impl JsonListDecoder {
     /// A decoder at the start of a body.
     pub fn new() -> JsonListDecoder {
-        JsonListDecoder { buffered: Vec::new(), consumed: 0, state: State::Start, metadata: None }
+        JsonListDecoder {
+            buffered: Vec::new(),
+            consumed: 0,
+            state: State::Start,
+            metadata: None,
+            items_seen: false,
+        }
     }
 
     /// Adds the body's next bytes.
@@ -105,11 +113,18 @@ impl JsonListDecoder {
                 (State::FirstKey, b'}') | (State::AfterMember, b'}') => (State::Done, 1),
                 (State::FirstKey | State::Key, b'"') => {
                     let Some(end) = value_end(rest)? else { return self.incomplete() };
-                    let member = match &rest[1..end - 1] {
-                        b"items" => Member::Items,
-                        b"metadata" => Member::Metadata,
-                        _ => Member::Other,
+                    let member = member(&rest[..end])?;
+                    // Twice, Go's decoder would keep the last `items` and merge the two
+                    // `metadata`: rather than guess, such a body is no list (no server sends
+                    // one), and the list is tried again.
+                    let again = match member {
+                        Member::Items => std::mem::replace(&mut self.items_seen, true),
+                        Member::Metadata => self.metadata.is_some(),
+                        Member::Other => false,
                     };
+                    if again {
+                        return Err(format!("a list with two {member:?} members"));
+                    }
                     (State::Colon(member), end)
                 }
                 (State::Colon(member), b':') => (State::Value(member), 1),
@@ -163,6 +178,12 @@ impl JsonListDecoder {
         if self.state != State::Done {
             return Err("a list cut short".into());
         }
+        // A list always has `items` (`null` or an array; Go's encoder never omits it): a body
+        // without is something else (a proxy's, a single object), never an empty list, which
+        // a relist would take for every object deleted.
+        if !self.items_seen {
+            return Err("a list without items".into());
+        }
         let meta: JsonListMeta = match &self.metadata {
             Some(raw) => {
                 serde_json::from_slice(raw).map_err(|e| format!("a list's metadata: {e}"))?
@@ -175,6 +196,24 @@ impl JsonListDecoder {
             items: Vec::new(),
         })
     }
+}
+
+/// Which member the key `quoted` (a JSON string, quotes included) names. A key with escapes
+/// is read as serde_json (and Go's decoder) reads it: `"it\u0065ms"` is `items`, whose array
+/// would otherwise be skipped and the list taken for an empty one.
+fn member(quoted: &[u8]) -> Result<Member, String> {
+    let key: std::borrow::Cow<'_, [u8]> = if quoted.contains(&b'\\') {
+        let key: String =
+            serde_json::from_slice(quoted).map_err(|e| format!("a list's member name: {e}"))?;
+        key.into_bytes().into()
+    } else {
+        quoted[1..quoted.len() - 1].into()
+    };
+    Ok(match &*key {
+        b"items" => Member::Items,
+        b"metadata" => Member::Metadata,
+        _ => Member::Other,
+    })
 }
 
 /// The length of the JSON value at the start of `bytes` (which starts with its first byte), or

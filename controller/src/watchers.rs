@@ -580,6 +580,9 @@ async fn watch(
     }
 }
 
+/// The most of a failed response's body read for its Status.
+const MAX_ERROR_BODY_BYTES: usize = 1 << 20;
+
 /// Sends `req`; a response that is not a success becomes a [`Failure`] (its `Status` read as
 /// protobuf or JSON).
 async fn send(client: &Client, req: http::Request<Vec<u8>>) -> Result<(String, Body), Failure> {
@@ -593,7 +596,12 @@ async fn send(client: &Client, req: http::Request<Vec<u8>>) -> Result<(String, B
     if response.status().is_success() {
         return Ok((content_type, response.into_body()));
     }
-    let body = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    // A Status is small; a proxy's error page may not be, and is not read past this.
+    let body = http_body_util::Limited::new(response.into_body(), MAX_ERROR_BODY_BYTES)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let (reason, message) = if kube_gc_wire::is_protobuf(&content_type) {
         kube_gc_wire::decode_status(body)
             .map(|s| (s.reason.unwrap_or_default(), s.message.unwrap_or_default()))

@@ -35,6 +35,8 @@ pub struct ListStreamDecoder {
     kind: Option<String>,
     /// The list's metadata, once read.
     list_meta: Option<ListMeta>,
+    /// Whether the envelope's `raw` (the list) was met.
+    raw_seen: bool,
 }
 
 impl Default for ListStreamDecoder {
@@ -51,6 +53,9 @@ fn field_header(bytes: &[u8]) -> Result<Option<(u32, WireType, usize, u64)>, Wir
     let wire_type = WireType::try_from(key & 7)
         .map_err(|_| WireError::Malformed(format!("wire type {} in a list", key & 7)))?;
     let tag = u32::try_from(key >> 3).map_err(|_| WireError::Malformed("a field tag".into()))?;
+    if tag == 0 {
+        return Err(WireError::Malformed("field 0 in a list".into()));
+    }
     let value = match wire_type {
         WireType::LengthDelimited | WireType::Varint => match varint(&mut cursor)? {
             Some(v) => v,
@@ -86,6 +91,7 @@ impl ListStreamDecoder {
             position: Position::Start,
             kind: None,
             list_meta: None,
+            raw_seen: false,
         }
     }
 
@@ -115,7 +121,19 @@ impl ListStreamDecoder {
                     else {
                         return Ok(None);
                     };
-                    if tag == 2 && wire_type == WireType::LengthDelimited {
+                    if matches!(tag, 1 | 2) && wire_type != WireType::LengthDelimited {
+                        // gogo and prost refuse a known field of the wrong type; skipped, it
+                        // could hide the list.
+                        return Err(WireError::Malformed(format!(
+                            "envelope field {tag} of wire type {wire_type:?}"
+                        )));
+                    }
+                    if tag == 2 {
+                        // Go keeps the last `raw`: a second list would be streamed after the
+                        // first. No server sends two.
+                        if std::mem::replace(&mut self.raw_seen, true) {
+                            return Err(WireError::Malformed("an envelope with two lists".into()));
+                        }
                         match self.kind.as_deref() {
                             Some("PartialObjectMetadataList") => {}
                             found => {
@@ -166,11 +184,20 @@ impl ListStreamDecoder {
                     })?;
                     self.position = Position::List { remaining };
                     match (tag, wire_type) {
+                        // Repeated, an embedded message is merged, as gogo and prost merge it
+                        // (a second ListMeta without `continue` keeps the first's).
                         (1, WireType::LengthDelimited) => {
-                            self.list_meta = Some(ListMeta::decode(field)?)
+                            self.list_meta.get_or_insert_default().merge(field)?
                         }
                         (2, WireType::LengthDelimited) => {
                             return Ok(Some(lean_meta(LeanObject::decode(field)?.metadata)));
+                        }
+                        (1 | 2, _) => {
+                            // A known field of the wrong type: skipped, a damaged item would
+                            // vanish from a list still taken as whole.
+                            return Err(WireError::Malformed(format!(
+                                "list field {tag} of wire type {wire_type:?}"
+                            )));
                         }
                         _ => {}
                     }
@@ -206,7 +233,9 @@ impl ListStreamDecoder {
     /// The list's version and continue token once the whole body has been pushed and every
     /// item taken; an error if the body ended early.
     pub fn finish(self) -> Result<ListPage, WireError> {
-        let complete = matches!(self.position, Position::Envelope) && self.buffered.is_empty();
+        let complete = matches!(self.position, Position::Envelope)
+            && self.buffered.is_empty()
+            && self.raw_seen;
         if !complete {
             return Err(WireError::Malformed("the list body ended early".into()));
         }

@@ -58,8 +58,27 @@ fn a_list_page_reads_its_version_token_and_items() {
     let (items, page) = decode_whole(last).unwrap();
     assert!(items.is_empty() && page.continue_token.is_none());
     assert_eq!(page.resource_version, "43");
-    let (items, page) = decode_whole(b" {\n} ").unwrap();
-    assert!(items.is_empty() && page.resource_version.is_empty());
+}
+
+/// What could pass for an empty list and is not one is refused: a relist would take it for
+/// every object deleted. A body without `items` (a proxy's `{}`, a single object), an `items`
+/// key written with escapes (read as Go reads it, so its items are not skipped), and two
+/// `items` or two `metadata` members (Go keeps the last items and merges the metadata).
+#[test]
+fn what_could_pass_for_an_empty_list_is_read_as_go_reads_it_or_refused() {
+    for body in [
+        &b" {\n} "[..],
+        br#"{"metadata":{"resourceVersion":"9"}}"#,
+        br#"{"kind":"ConfigMap","metadata":{"name":"x","resourceVersion":"9","uid":"u"}}"#,
+        br#"{"metadata":{"resourceVersion":"9","continue":"c"},"items":[],"metadata":{"resourceVersion":"9"}}"#,
+        br#"{"metadata":{"resourceVersion":"9"},"items":[],"items":[]}"#,
+    ] {
+        assert!(decode_whole(body).is_err(), "{}", String::from_utf8_lossy(body));
+    }
+    let escaped =
+        format!(r#"{{"metadata":{{"resourceVersion":"9"}},"it\u0065ms":[{}]}}"#, object("a", "1"));
+    let (items, page) = decode_whole(escaped.as_bytes()).unwrap();
+    assert_eq!((items.len(), page.resource_version.as_str()), (1, "9"));
 }
 
 /// Each object is handed over once its bytes are in, before the list ends.

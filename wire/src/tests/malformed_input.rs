@@ -289,3 +289,67 @@ fn text_that_is_not_utf8_decodes_as_the_servers_json_shows_it() {
     let OrStatus::Ok(m) = decoded.object else { panic!("a Status") };
     check(&m);
 }
+
+/// A list body that could pass for a shorter list than it is: read as Go reads it, or
+/// refused. Two ListMetas are merged (the first's `continue` kept, so the list is not taken as
+/// ending on this page); two lists in one envelope, a known field of the wrong wire type, and
+/// an envelope with no list at all are errors, never a list missing items.
+#[test]
+fn what_could_pass_for_a_shorter_list_is_read_as_go_reads_it_or_refused() {
+    use prost::Message;
+    use prost::encoding::{WireType, encode_key, encode_varint};
+
+    use crate::envelope::MAGIC;
+    use crate::messages::{TypeMeta, Unknown};
+    let list_meta = |token: Option<&str>| ListMeta {
+        resource_version: Some("7".into()),
+        r#continue: token.map(Into::into),
+        remaining_item_count: None,
+    };
+    let item = PartialObjectMetadata {
+        metadata: Some(ObjectMeta {
+            name: Some("a".into()),
+            uid: Some("u".into()),
+            ..Default::default()
+        }),
+    };
+    let list =
+        PartialObjectMetadataList { metadata: Some(list_meta(Some("next"))), items: vec![item] }
+            .encode_to_vec();
+    let field = |tag: u32, value: &[u8], out: &mut Vec<u8>| {
+        encode_key(tag, WireType::LengthDelimited, out);
+        encode_varint(value.len() as u64, out);
+        out.extend_from_slice(value);
+    };
+    let body = |raw: Option<Vec<u8>>, after: &[u8]| {
+        let unknown = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: Some("meta.k8s.io/v1".into()),
+                kind: Some("PartialObjectMetadataList".into()),
+            }),
+            raw: raw.map(Into::into),
+            content_encoding: Some(String::new()),
+            content_type: Some(String::new()),
+        };
+        let mut out = MAGIC.to_vec();
+        unknown.encode(&mut out).unwrap();
+        out.extend_from_slice(after);
+        out
+    };
+
+    let mut two_metas = list.clone();
+    field(1, &list_meta(None).encode_to_vec(), &mut two_metas);
+    let page = stream_decode_chunks(&[&body(Some(two_metas), &[])]).unwrap();
+    assert_eq!((page.items.len(), page.continue_token.as_deref()), (1, Some("next")));
+
+    let mut second_list = Vec::new();
+    field(2, &list, &mut second_list);
+    assert!(stream_decode_chunks(&[&body(Some(list.clone()), &second_list)]).is_err());
+
+    let mut item_as_varint = list.clone();
+    encode_key(2, WireType::Varint, &mut item_as_varint);
+    encode_varint(5, &mut item_as_varint);
+    assert!(stream_decode_chunks(&[&body(Some(item_as_varint), &[])]).is_err());
+
+    assert!(stream_decode_chunks(&[&body(None, &[])]).is_err());
+}
