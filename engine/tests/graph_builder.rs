@@ -56,6 +56,14 @@ fn batch(resource: &str, generation: u64, notifications: Vec<Notification>) -> W
     WatchBatch { source: source(resource, generation), notifications }
 }
 
+/// A whole list of `objects`, as a watcher sends it.
+fn list(objects: Vec<ObjectMeta>) -> Vec<Notification> {
+    let mut n = vec![Notification::ListStarted];
+    n.extend(objects.into_iter().map(Notification::Listed));
+    n.push(Notification::ListDone);
+    n
+}
+
 fn builder() -> (Arc<Graph>, GraphBuilder<MemoryCluster>) {
     let graph = Arc::new(Graph::new(4).unwrap());
     let cluster = Arc::new(MemoryCluster::with_test_resources());
@@ -230,12 +238,6 @@ fn relist_deletions_are_reported_as_the_graph_held_them() {
         if asked {
             builder.report_relist_deletions();
         }
-        let list = |objects: Vec<ObjectMeta>| {
-            let mut n = vec![Notification::ListStarted];
-            n.extend(objects.into_iter().map(Notification::Listed));
-            n.push(Notification::ListDone);
-            n
-        };
         let first = builder.ingest(vec![batch(
             POD,
             1,
@@ -273,12 +275,6 @@ fn relist_deletions_are_reported_as_the_graph_held_them() {
 #[test]
 fn an_owner_a_relist_found_gone_is_cached_under_its_name() {
     let (graph, mut builder) = builder();
-    let list = |objects: Vec<ObjectMeta>| {
-        let mut n = vec![Notification::ListStarted];
-        n.extend(objects.into_iter().map(Notification::Listed));
-        n.push(Notification::ListDone);
-        n
-    };
     builder.ingest(vec![
         batch(RS, 1, list(vec![meta(9, None)])),
         batch(POD, 1, list(vec![meta(1, Some(9))])),
@@ -293,4 +289,29 @@ fn an_owner_a_relist_found_gone_is_cached_under_its_name() {
         "{:?}",
         builder.collector().absent_owners().contents()
     );
+}
+
+/// A relist's delete for an object whose node is virtual again by then (a worker found it
+/// gone, and a dependent has named it since) is not completed from that node: its name and
+/// namespace are what the dependent claimed, and applied, the delete would first re-identify
+/// the node by them and warn dependents in other namespaces of references the object never
+/// had. Left nameless, it removes the node and warns no one.
+#[test]
+fn a_relist_delete_is_not_completed_from_a_virtual_node() {
+    let (graph, mut builder) = builder();
+    builder.report_relist_deletions();
+    builder.ingest(vec![batch(RS, 1, list(vec![meta(9, None)]))]);
+    // A worker found o9 gone (its watch broken): a virtual delete.
+    let identity = ObjectReference::new("apps/v1", "ReplicaSet", "ns", "o9", &uid(9));
+    builder.graph_changes().push(Event::virtual_delete(&identity));
+    // Dependents in two other namespaces name it since: a virtual node again.
+    let in_namespace =
+        |n: u8, namespace: &str| ObjectMeta { namespace: namespace.into(), ..meta(n, Some(9)) };
+    builder.ingest(vec![batch(POD, 1, list(vec![in_namespace(1, "a"), in_namespace(2, "b")]))]);
+    assert!(graph.node(Uid::parse(&uid(9))).is_some_and(|n| n.is_virtual));
+    builder.collector().cluster().take_events();
+    let done = builder.ingest(vec![batch(RS, 1, list(vec![]))]);
+    assert!(done.relisted_away.is_empty(), "{:?}", done.relisted_away);
+    let warnings = builder.collector().cluster().take_event_strings();
+    assert!(warnings.iter().all(|w| !w.contains("OwnerRefInvalidNamespace")), "{warnings:?}");
 }

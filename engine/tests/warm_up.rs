@@ -13,7 +13,7 @@ use kube_gc_engine::cluster::{Cluster, ClusterError, Resource};
 use kube_gc_engine::collector::{CollectorOptions, Outcome};
 use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::{EventType, ObjectMeta, ObjectType, OwnerReference};
-use kube_gc_testkit::MemoryCluster;
+use kube_gc_testkit::{MemoryCluster, Verb};
 
 mod support;
 use support::{Env, pods, replicasets};
@@ -523,6 +523,31 @@ fn a_patch_decided_from_the_graphs_copy_of_a_deleted_object_reads_it_live_next()
     assert_eq!(patches, 1, "the copy's patch was sent again");
     assert!(env.graph.node(kube_gc_engine::Uid::parse(&observed.uid)).is_none());
     assert!(env.collector.attempt_to_delete_queue().is_empty(), "retried for ever");
+}
+
+/// The patch that orphans a late dependent answered 404 (or a Status saying NotFound, which
+/// an admission webhook may give, the object still there): not taken for the dependent's
+/// absence, as upstream never takes a PATCH's; the next attempt reads it and orphans it.
+#[test]
+fn a_late_orphans_patch_answered_not_found_is_not_its_absence() {
+    let mut owner = rs();
+    owner.deletion_timestamp = true;
+    owner.finalizers = vec!["orphan".into()];
+    let cluster =
+        cluster_with(&[(pods(), pod(1)), (pods(), pod(2)), (replicasets(), owner.clone())]);
+    let mut env = Env::configured(cluster, skip(), |c| c);
+    env.observe(EventType::Add, pod_type(), stored(&env, "web-1"));
+    env.observe(EventType::Add, rs_type(), owner.clone());
+    block_on(env.collector.process_attempt_to_orphan_worker());
+    env.observe(EventType::Delete, rs_type(), owner);
+    let web2 = stored(&env, "web-2");
+    env.observe(EventType::Add, pod_type(), web2.clone());
+    env.cluster.fail_next(Verb::Patch, "pods", "web-2", ClusterError::NotFound);
+    env.drain_attempt_to_delete(20);
+    let web2_now = env.cluster.object(&pods(), "ns1", "web-2").expect("kept");
+    assert!(web2_now.owner_references.is_empty(), "{web2_now:?}");
+    let node = env.graph.node(kube_gc_engine::Uid::parse(&web2.uid));
+    assert!(node.is_some_and(|n| !n.is_virtual), "taken for gone");
 }
 
 /// Beyond upstream (issue #11, "Liveness"): a dependent the graph did not know when its owner

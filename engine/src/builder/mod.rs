@@ -187,11 +187,17 @@ impl<C: Cluster> GraphBuilder<C> {
                     // the deletes, as upstream's informer hands over the last object it
                     // stored (`DeletedFinalStateUnknown`), so that the owner the delete
                     // proves absent is cached under the coordinates its dependents name.
+                    // Only from an observed node: a virtual one's name and namespace are
+                    // what a dependent claimed (its namespace borrowed from the dependent),
+                    // and the delete, not virtual, would re-identify the node by them first.
                     let graph = self.collector.graph();
                     for event in &mut events[before..] {
                         let Some(node) = graph.node(Uid::parse(&event.object.uid)) else {
                             continue;
                         };
+                        if node.is_virtual {
+                            continue;
+                        }
                         event.object.name.clone_from(&node.identity.name);
                         event.object.namespace = node.identity.namespace.as_str().to_owned();
                         if self.report_relist_deletions {

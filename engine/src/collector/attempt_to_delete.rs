@@ -249,10 +249,9 @@ impl<C: Cluster> Collector<C> {
             let uids: Vec<String> = late.iter().map(ToString::to_string).collect();
             latest = match self.remove_owner_references(identity, &uids, Some(view)).await {
                 Ok(patched) => patched,
-                Err(ClusterError::NotFound) => {
-                    self.enqueue_virtual_delete_event(identity);
-                    return Err(ItemError::EnqueuedVirtualDeleteEvent);
-                }
+                // A 404 (or a Status saying NotFound, which an admission webhook may give) is
+                // not taken for the item's absence, as upstream never takes a PATCH's: the
+                // next attempt reads the item, and its GET says.
                 Err(e) => {
                     return Err(self.write_failed(
                         item,

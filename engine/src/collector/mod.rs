@@ -249,7 +249,8 @@ pub struct Collector<C> {
     warming_up: AtomicBool,
     deferred: Mutex<Vec<NodeKey>>,
     deferred_orphans: Mutex<Vec<NodeKey>>,
-    /// Items whose graph copy a write found stale (409): their next decision reads them live.
+    /// Items whose graph copy a write found stale (409, or 404): their next decision reads
+    /// them live.
     /// Bounded: an item pushed out decides from the copy again, and a write pinned to a stale
     /// copy is refused again (one 409 more, never a wrong write).
     stale_copies: Mutex<lru::LruCache<NodeKey, ()>>,
