@@ -315,3 +315,20 @@ fn a_relist_delete_is_not_completed_from_a_virtual_node() {
     let warnings = builder.collector().cluster().take_event_strings();
     assert!(warnings.iter().all(|w| !w.contains("OwnerRefInvalidNamespace")), "{warnings:?}");
 }
+
+/// A delete whose last state holds a malformed owner reference (no uid: an aggregated server
+/// may not validate them) still removes the object: a delete takes the owners the graph holds.
+/// Refused, the object would stay in the graph for ever. An add or update holding one is
+/// still refused (counted).
+#[test]
+fn a_delete_is_applied_whatever_its_owner_references() {
+    let (graph, mut builder) = builder();
+    builder.ingest(vec![batch(RS, 1, list(vec![meta(9, None)]))]);
+    let mut malformed = meta(9, Some(8));
+    malformed.owner_references[0].uid = String::new();
+    let update = builder.ingest(vec![batch(RS, 1, vec![Notification::Applied(malformed.clone())])]);
+    assert_eq!(update.errors.len(), 1, "an update with it is refused");
+    let done = builder.ingest(vec![batch(RS, 1, vec![Notification::Deleted(malformed)])]);
+    assert!(done.errors.is_empty(), "{:?}", done.errors);
+    assert!(graph.node(Uid::parse(&uid(9))).is_none(), "left in the graph");
+}

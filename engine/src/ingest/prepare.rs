@@ -54,6 +54,12 @@ impl<'a> Prepared<'a> {
                 None
             };
             if let Some(field) = missing {
+                if event.event_type == EventType::Delete {
+                    // A delete takes the owners the graph holds, never the event's: refused
+                    // for a reference it does not read, the object would stay in the graph for
+                    // ever (its dependents never queued, a foreground owner never re-checked).
+                    continue;
+                }
                 return Err(IngestError::InvalidOwnerReference {
                     uid: obj.uid.clone(),
                     index,
