@@ -12,19 +12,26 @@
 //!
 //! A **wrongful deletion** is a delete issued by the collector (an actor whose name starts with
 //! [`Audit::collector_agent`], `kube-gc` by default: kube-gc's client sends
-//! `User-Agent: kube-gc/<version>`) of an object that, at that moment, had an ownerReference to
-//! an existing object with the same uid that was
+//! `User-Agent: kube-gc/<version>`) that upstream's decision on the object at that moment
+//! would not make (see [`Wrongful`]): of an object
 //!
-//! * not being deleted in foreground (`deletionTimestamp` and the `foregroundDeletion`
-//!   finalizer): such an owner waits for its dependents to go, or
-//! * being deleted with the orphan policy (the `orphan` finalizer): its dependents must be
-//!   orphaned, never deleted.
+//! * with no ownerReferences (upstream's attemptToDeleteItem returns at once), or
+//! * with an ownerReference to an existing object with the same uid that was not being deleted
+//!   in foreground (`deletionTimestamp` and the `foregroundDeletion` finalizer: such an owner
+//!   waits for its dependents to go), or was being deleted with the orphan policy (the `orphan`
+//!   finalizer: its dependents must be orphaned, never deleted), or
+//! * with an ownerReference to a namespaced kind from a cluster-scoped object (upstream gives
+//!   up on such an object, GC-SPEC §3.3 step 5), or
+//! * with a propagationPolicy upstream would not send: Background on an object carrying
+//!   `orphan` or `foregroundDeletion` (which the API server would then strip), Orphan on one
+//!   without `orphan`, Foreground on one without `foregroundDeletion` and no owner being
+//!   deleted in foreground (GC-SPEC §3.2).
 //!
 //! An owner that is absent, or present with another uid, does not hold its dependent (GC-SPEC
 //! §3.3, `isDangling`). The owners are looked up where the collector must look them up: in the
-//! dependent's namespace for a namespaced owner kind, cluster-wide for a cluster-scoped one,
-//! nowhere for a namespaced owner of a cluster-scoped dependent; by group and kind, any
-//! version.
+//! dependent's namespace for a namespaced owner kind, cluster-wide for a cluster-scoped one;
+//! by group and kind, any version. An owner of a kind not served is taken for absent: upstream
+//! may still find it so in its absent-owner cache (a custom resource deleted with its CRD).
 //!
 //! The store evaluates it **atomically**: under its write lock, just before the delete is
 //! applied, once the delete's preconditions have held (a delete refused with 409 deletes
@@ -142,6 +149,9 @@ pub enum OwnerState {
     Foreground,
     /// The owner, being deleted with the orphan policy (`deletionTimestamp` + `orphan`).
     Orphaning,
+    /// A namespaced owner kind named by a cluster-scoped object: upstream never looks it up
+    /// and never deletes the object.
+    NamespacedOwnerOfClusterScoped,
 }
 
 impl OwnerState {
@@ -167,13 +177,70 @@ impl OwnerState {
 
     /// Whether an owner in this state forbids deleting its dependent.
     pub fn holds_dependent(self) -> bool {
-        matches!(self, OwnerState::Live | OwnerState::Orphaning)
+        matches!(
+            self,
+            OwnerState::Live | OwnerState::Orphaning | OwnerState::NamespacedOwnerOfClusterScoped
+        )
     }
 }
 
-/// The oracle's rule: the first owner that makes deleting its dependent wrongful, if any.
-pub fn wrongful_owner(owners: &[(OwnerRef, OwnerState)]) -> Option<&(OwnerRef, OwnerState)> {
-    owners.iter().find(|(_, state)| state.holds_dependent())
+/// Why the oracle flagged a delete (see the [module documentation](self)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wrongful {
+    /// This owner, in this state, held the object.
+    HeldBy(OwnerRef, OwnerState),
+    /// The object had no ownerReferences.
+    NoOwners,
+    /// The propagationPolicy sent is not one upstream's decision would send for the object's
+    /// GC finalizers and its owners.
+    Policy {
+        /// The policy sent.
+        sent: String,
+        /// The object's finalizers.
+        finalizers: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for Wrongful {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Wrongful::HeldBy(o, state) => {
+                write!(f, "held by {} {} (uid {}): {state:?}", o.kind, o.name, o.uid)
+            }
+            Wrongful::NoOwners => write!(f, "it had no ownerReferences"),
+            Wrongful::Policy { sent, finalizers } => {
+                write!(f, "propagationPolicy {sent} on an object with finalizers {finalizers:?}")
+            }
+        }
+    }
+}
+
+/// The oracle's rule for a collector's delete of an object whose owners were in these states,
+/// sent with `policy` (`None`: none sent), the object carrying `finalizers`: why it is
+/// wrongful, if it is.
+pub fn wrongful(
+    owners: &[(OwnerRef, OwnerState)],
+    policy: Option<&str>,
+    finalizers: &[String],
+) -> Option<Wrongful> {
+    if owners.is_empty() {
+        return Some(Wrongful::NoOwners);
+    }
+    if let Some((o, state)) = owners.iter().find(|(_, state)| state.holds_dependent()) {
+        return Some(Wrongful::HeldBy(o.clone(), *state));
+    }
+    let has = |f: &str| finalizers.iter().any(|x| x == f);
+    let owner_waits = owners.iter().any(|(_, state)| *state == OwnerState::Foreground);
+    let policy_wrong = match policy {
+        Some("Background") => has("orphan") || has("foregroundDeletion"),
+        Some("Orphan") => !has("orphan"),
+        Some("Foreground") => !has("foregroundDeletion") && !owner_waits,
+        _ => false,
+    };
+    policy_wrong.then(|| Wrongful::Policy {
+        sent: policy.unwrap_or_default().to_owned(),
+        finalizers: finalizers.to_vec(),
+    })
 }
 
 /// One write, as the audit records it.
@@ -213,6 +280,8 @@ pub struct WrongfulDeletion {
     pub record: WriteRecord,
     /// Every owner of the deleted object, with its state at that moment.
     pub owners: Vec<(OwnerRef, OwnerState)>,
+    /// Why it was wrongful.
+    pub reason: Wrongful,
 }
 
 impl std::fmt::Display for WrongfulDeletion {
@@ -220,8 +289,8 @@ impl std::fmt::Display for WrongfulDeletion {
         let r = &self.record;
         write!(
             f,
-            "{} deleted {} {}/{} (uid {}) at resourceVersion {} while its owners were",
-            r.actor, r.resource, r.namespace, r.name, r.uid, r.resource_version
+            "{} deleted {} {}/{} (uid {}) at resourceVersion {} ({}) while its owners were",
+            r.actor, r.resource, r.namespace, r.name, r.uid, r.resource_version, self.reason
         )?;
         for (o, state) in &self.owners {
             write!(f, " {} {} (uid {}): {state:?};", o.kind, o.name, o.uid)?;
@@ -388,14 +457,19 @@ impl Audit {
         record
     }
 
-    /// Judges a collector's delete (`record`) given its owners' states at that moment.
-    pub(crate) fn judge(&self, record: WriteRecord, owners: Vec<(OwnerRef, OwnerState)>) {
+    /// Judges a collector's delete (`record`) given its owners' states at that moment, the
+    /// propagationPolicy sent and the object's finalizers.
+    pub(crate) fn judge(
+        &self,
+        record: WriteRecord,
+        owners: Vec<(OwnerRef, OwnerState)>,
+        policy: Option<&str>,
+        finalizers: &[String],
+    ) {
         self.checked.fetch_add(1, Ordering::Relaxed);
-        if wrongful_owner(&owners).is_none() {
-            return;
-        }
+        let Some(reason) = wrongful(&owners, policy, finalizers) else { return };
         self.wrongful.fetch_add(1, Ordering::Relaxed);
-        let found = WrongfulDeletion { record, owners };
+        let found = WrongfulDeletion { record, owners, reason };
         tracing::error!(%found, "simcluster audit: wrongful deletion");
         let mut inner = self.inner.lock();
         if inner.wrongful.len() < WRONGFUL_CAPACITY {
@@ -420,7 +494,7 @@ pub(crate) fn preconditions(uid: Option<&str>, resource_version: Option<&str>) -
 mod tests {
     use super::*;
     use crate::resources;
-    use crate::store::{DeleteOptions, Store, StoreConfig};
+    use crate::store::{DeleteOptions, Resolved, Store, StoreConfig};
     use serde_json::json;
 
     fn store() -> Store {
@@ -544,6 +618,63 @@ mod tests {
         delete_pod_as(&s, "kube-gc/0.1.0", "e");
         assert_eq!(s.audit().wrongful_deletions().len(), 0, "{:?}", s.audit().wrongful_deletions());
         assert_eq!(s.audit().deletions_checked(), 5);
+    }
+
+    /// Upstream never deletes an object without owners, nor a cluster-scoped one naming a
+    /// namespaced owner kind, and sends the policy the object's GC finalizers ask for.
+    #[test]
+    fn oracle_should_flag_deletions_upstream_never_makes() {
+        let s = store();
+        let gc = |r: &Resolved, ns: Option<&str>, name: &str, policy: Option<&str>| {
+            let opts =
+                DeleteOptions { propagation_policy: policy.map(Into::into), ..Default::default() };
+            with_actor("kube-gc/0.1.0", || s.delete(r, ns, name, &opts)).unwrap();
+        };
+        let pods = s.resolve("", "v1", "pods").unwrap();
+        let gone = ("v1", "ConfigMap", "gone", "00000000-0000-4000-8000-0000000000a1");
+        // No owners at all.
+        cm(&s, "ns", "unowned");
+        gc(&s.resolve("", "v1", "configmaps").unwrap(), Some("ns"), "unowned", Some("Background"));
+        // A cluster-scoped object naming a namespaced owner kind.
+        let nodes = s.resolve("", "v1", "nodes").unwrap();
+        let node = json!({"metadata": {"name": "n1", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": gone.3}]}});
+        with_actor("test", || s.create(&nodes, None, node)).unwrap();
+        gc(&nodes, None, "n1", Some("Background"));
+        // Background on an object asking for orphan (set at creation, not being deleted).
+        let orphaning = json!({"metadata": {"name": "o", "finalizers": ["orphan"], "ownerReferences": [
+            {"apiVersion": gone.0, "kind": gone.1, "name": gone.2, "uid": gone.3}]}});
+        with_actor("test", || s.create(&pods, Some("ns"), orphaning)).unwrap();
+        gc(&pods, Some("ns"), "o", Some("Background"));
+        // Orphan on an object that does not ask for it; Foreground with no owner waiting.
+        pod_owned_by(&s, "p", &[gone]);
+        gc(&pods, Some("ns"), "p", Some("Orphan"));
+        pod_owned_by(&s, "f", &[gone]);
+        gc(&pods, Some("ns"), "f", Some("Foreground"));
+        let reasons: Vec<Wrongful> =
+            s.audit().wrongful_deletions().into_iter().map(|w| w.reason).collect();
+        assert!(
+            matches!(
+                &reasons[..],
+                [
+                    Wrongful::NoOwners,
+                    Wrongful::HeldBy(_, OwnerState::NamespacedOwnerOfClusterScoped),
+                    Wrongful::Policy { .. },
+                    Wrongful::Policy { .. },
+                    Wrongful::Policy { .. },
+                ]
+            ),
+            "{reasons:?}"
+        );
+        // The policies upstream sends: Background for plain garbage, Foreground for an item
+        // of an owner deleted in foreground.
+        pod_owned_by(&s, "b", &[gone]);
+        gc(&pods, Some("ns"), "b", Some("Background"));
+        let fg = cm(&s, "ns", "fg");
+        pod_owned_by(&s, "c", &[("v1", "ConfigMap", "fg", &uid(&fg))]);
+        delete_cm(&s, "fg", "Foreground");
+        gc(&pods, Some("ns"), "c", Some("Foreground"));
+        assert_eq!(s.audit().wrongful_count(), 5, "{:?}", s.audit().wrongful_deletions());
     }
 
     #[test]

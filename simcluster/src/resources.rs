@@ -145,7 +145,9 @@ pub fn builtin() -> Vec<ResourceDef> {
         short(ResourceDef::new("apps/v1", "replicasets", "ReplicaSet", true), &["rs"]),
         short(ResourceDef::new("apps/v1", "statefulsets", "StatefulSet", true), &["sts"]),
         short(ResourceDef::new("apps/v1", "daemonsets", "DaemonSet", true), &["ds"]),
-        ResourceDef::new("batch/v1", "jobs", "Job", true),
+        // batch/v1 Jobs orphan by default, for backwards compatibility (kube-apiserver's
+        // jobStrategy.DefaultGarbageCollectionPolicy), as ReplicationControllers do.
+        ResourceDef::new("batch/v1", "jobs", "Job", true).default_orphan(),
         ResourceDef::new("rbac.authorization.k8s.io/v1", "roles", "Role", true),
         ResourceDef::new("coordination.k8s.io/v1", "leases", "Lease", true),
         short(

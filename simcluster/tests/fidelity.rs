@@ -653,6 +653,14 @@ async fn simcluster_should_answer_as_the_real_apiserver() {
     .await;
     s.step("get rc2: 404", |_| get(format!("{rcs}/rc2"))).await;
 
+    // --- batch/v1 Job: orphans by default too ---------------------------------------------------
+    let jobs = format!("/apis/batch/v1/namespaces/{ns}/jobs");
+    let job = json!({"metadata": {"name": "job"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}});
+    s.step("create a Job", |_| post(jobs.clone(), job.clone())).await;
+    s.step("delete the Job without options", |_| delete(format!("{jobs}/job"), None)).await;
+    s.step("get the Job: orphan finalizer", |_| get(format!("{jobs}/job"))).await;
+
     // --- deletecollection --------------------------------------------------------------------
     for (name, finalizers) in
         [("dc-0", json!([])), ("dc-1", json!([])), ("dc-2", json!(["example.com/hold"]))]

@@ -60,7 +60,8 @@ impl Policy {
 
     /// Whether deleting a `root` of this kind with this policy orphans its dependents.
     pub(super) fn orphans(self, root: Kind) -> bool {
-        self == Policy::Orphan || (self == Policy::Default && root == RC)
+        // ReplicationControllers and batch/v1 Jobs orphan by default (as the API server).
+        self == Policy::Orphan || (self == Policy::Default && (root == RC || root == JOB))
     }
 }
 

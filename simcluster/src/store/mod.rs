@@ -402,7 +402,7 @@ impl Store {
         let mut s = self.state.write();
         let key = object_key(namespace, name);
         let current = s.current(r, &key, name)?;
-        let audited = self.audit_delete(&s, namespace, &current);
+        let audited = self.audit_delete(&s, namespace, &current, policy);
         let out = s.delete_object(
             r,
             namespace,
@@ -423,7 +423,13 @@ impl Store {
     /// What the audit needs of a delete, taken before it is applied (under the write lock, so
     /// the owners' states are those of the delete's moment): the actor, the object, and its
     /// owners' states if the collector deletes it.
-    fn audit_delete(&self, s: &State, namespace: Option<&str>, current: &Value) -> AuditedDelete {
+    fn audit_delete(
+        &self,
+        s: &State,
+        namespace: Option<&str>,
+        current: &Value,
+        policy: Option<PropagationPolicy>,
+    ) -> AuditedDelete {
         let actor = self.audit.actor();
         let owners = self.audit.is_collector(&actor).then(|| {
             OwnerRef::of(current)
@@ -434,7 +440,12 @@ impl Store {
                 })
                 .collect()
         });
-        AuditedDelete { actor, before: current.clone(), owners }
+        let policy = policy.map(|p| match p {
+            PropagationPolicy::Orphan => "Orphan",
+            PropagationPolicy::Background => "Background",
+            PropagationPolicy::Foreground => "Foreground",
+        });
+        AuditedDelete { actor, before: current.clone(), owners, policy }
     }
 
     /// Records an applied delete, and judges it if the collector made it.
@@ -450,7 +461,11 @@ impl Store {
         let record =
             self.audit.record(a.actor, verb, r.def.group_resource(), &a.before, rv, sent, removed);
         if let Some(owners) = a.owners {
-            self.audit.judge(record, owners);
+            let finalizers: Vec<String> = a.before["metadata"]["finalizers"]
+                .as_array()
+                .map(|fs| fs.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default();
+            self.audit.judge(record, owners, a.policy, &finalizers);
         }
     }
 
@@ -476,7 +491,7 @@ impl Store {
         for (key, bytes) in keys {
             let current = parse_stored(&bytes)?;
             let ns = key.split_once('/').map(|(ns, _)| ns.to_owned());
-            let audited = self.audit_delete(&s, ns.as_deref(), &current);
+            let audited = self.audit_delete(&s, ns.as_deref(), &current, policy);
             let (obj, removed) =
                 s.delete_object(r, ns.as_deref(), key, current, policy, None, &self.tx)?;
             self.audited_delete(audited, Verb::DeleteCollection, r, s.rv, None, removed);

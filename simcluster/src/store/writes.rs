@@ -10,6 +10,8 @@ pub(super) struct AuditedDelete {
     pub(super) before: Value,
     /// The owners' states, for a delete the collector makes (the oracle judges it).
     pub(super) owners: Option<Vec<(OwnerRef, OwnerState)>>,
+    /// The propagationPolicy sent, if any.
+    pub(super) policy: Option<&'static str>,
 }
 
 impl State {
@@ -27,8 +29,9 @@ impl State {
         };
         let ns = match (def.namespaced, namespace) {
             (true, Some(ns)) => Some(ns),
-            // A namespaced owner of a cluster-scoped object: never looked up.
-            (true, None) => return OwnerState::Absent,
+            // A namespaced owner of a cluster-scoped object: never looked up, the object never
+            // deleted (GC-SPEC §3.3 step 5).
+            (true, None) => return OwnerState::NamespacedOwnerOfClusterScoped,
             (false, _) => None,
         };
         let found = self
