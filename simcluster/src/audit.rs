@@ -27,6 +27,13 @@
 //!   without `orphan`, Foreground on one without `foregroundDeletion` and no owner being
 //!   deleted in foreground (GC-SPEC §3.2).
 //!
+//! A collector's patch or update that removes an ownerReference to an owner that holds its
+//! dependent (alive, and neither deleted in foreground nor with orphan) is flagged too
+//! ([`Wrongful::RemovedReference`]): upstream removes references only to owners that are
+//! absent, wait for their dependents' deletion, or orphan them. (Its removals of `orphan` and
+//! `foregroundDeletion` are not judged here: whether one was early depends on the dependents
+//! the collector's graph had seen, which the stale-view property test judges.)
+//!
 //! An owner that is absent, or present with another uid, does not hold its dependent (GC-SPEC
 //! §3.3, `isDangling`). The owners are looked up where the collector must look them up: in the
 //! dependent's namespace for a namespaced owner kind, cluster-wide for a cluster-scoped one;
@@ -191,6 +198,10 @@ pub enum Wrongful {
     HeldBy(OwnerRef, OwnerState),
     /// The object had no ownerReferences.
     NoOwners,
+    /// A patch (or update) removed the reference to this owner, which held the object:
+    /// upstream removes references only to owners absent, waiting for their dependents'
+    /// deletion, or being deleted with the orphan policy.
+    RemovedReference(OwnerRef, OwnerState),
     /// The propagationPolicy sent is not one upstream's decision would send for the object's
     /// GC finalizers and its owners.
     Policy {
@@ -208,6 +219,13 @@ impl std::fmt::Display for Wrongful {
                 write!(f, "held by {} {} (uid {}): {state:?}", o.kind, o.name, o.uid)
             }
             Wrongful::NoOwners => write!(f, "it had no ownerReferences"),
+            Wrongful::RemovedReference(o, state) => {
+                write!(
+                    f,
+                    "removed the reference to {} {} (uid {}): {state:?}",
+                    o.kind, o.name, o.uid
+                )
+            }
             Wrongful::Policy { sent, finalizers } => {
                 write!(f, "propagationPolicy {sent} on an object with finalizers {finalizers:?}")
             }
@@ -287,9 +305,15 @@ pub struct WrongfulDeletion {
 impl std::fmt::Display for WrongfulDeletion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let r = &self.record;
+        let did = match r.verb {
+            Verb::Patch => "patched",
+            Verb::Update => "updated",
+            Verb::Create => "created",
+            Verb::Delete | Verb::DeleteCollection => "deleted",
+        };
         write!(
             f,
-            "{} deleted {} {}/{} (uid {}) at resourceVersion {} ({}) while its owners were",
+            "{} {did} {} {}/{} (uid {}) at resourceVersion {} ({}) while its owners were",
             r.actor, r.resource, r.namespace, r.name, r.uid, r.resource_version, self.reason
         )?;
         for (o, state) in &self.owners {
@@ -457,6 +481,32 @@ impl Audit {
         record
     }
 
+    /// Judges the ownerReferences a collector's patch or update (`record`) removed, with their
+    /// owners' states at that moment: a reference to an owner that holds its dependent
+    /// (alive, not deleted in foreground nor with orphan) is one upstream never removes.
+    pub(crate) fn judge_reference_removal(
+        &self,
+        record: WriteRecord,
+        removed: Vec<(OwnerRef, OwnerState)>,
+    ) {
+        let held = removed.iter().find(|(_, state)| {
+            matches!(state, OwnerState::Live | OwnerState::NamespacedOwnerOfClusterScoped)
+        });
+        let Some((owner, state)) = held else { return };
+        let reason = Wrongful::RemovedReference(owner.clone(), *state);
+        self.flag(WrongfulDeletion { record, owners: removed, reason });
+    }
+
+    /// Counts and keeps a wrongful write.
+    fn flag(&self, found: WrongfulDeletion) {
+        self.wrongful.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(%found, "simcluster audit: wrongful write");
+        let mut inner = self.inner.lock();
+        if inner.wrongful.len() < WRONGFUL_CAPACITY {
+            inner.wrongful.push(found);
+        }
+    }
+
     /// Judges a collector's delete (`record`) given its owners' states at that moment, the
     /// propagationPolicy sent and the object's finalizers.
     pub(crate) fn judge(
@@ -468,13 +518,7 @@ impl Audit {
     ) {
         self.checked.fetch_add(1, Ordering::Relaxed);
         let Some(reason) = wrongful(&owners, policy, finalizers) else { return };
-        self.wrongful.fetch_add(1, Ordering::Relaxed);
-        let found = WrongfulDeletion { record, owners, reason };
-        tracing::error!(%found, "simcluster audit: wrongful deletion");
-        let mut inner = self.inner.lock();
-        if inner.wrongful.len() < WRONGFUL_CAPACITY {
-            inner.wrongful.push(found);
-        }
+        self.flag(WrongfulDeletion { record, owners, reason });
     }
 }
 
@@ -493,6 +537,7 @@ pub(crate) fn preconditions(uid: Option<&str>, resource_version: Option<&str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::patch::PatchType;
     use crate::resources;
     use crate::store::{DeleteOptions, Resolved, Store, StoreConfig};
     use serde_json::json;
@@ -675,6 +720,38 @@ mod tests {
         delete_cm(&s, "fg", "Foreground");
         gc(&pods, Some("ns"), "c", Some("Foreground"));
         assert_eq!(s.audit().wrongful_count(), 5, "{:?}", s.audit().wrongful_deletions());
+    }
+
+    /// A collector's patch that removes a reference to a live owner is flagged; one removing a
+    /// reference to an absent owner (a dangling reference) is not.
+    #[test]
+    fn oracle_should_flag_removing_a_reference_to_a_live_owner() {
+        let s = store();
+        let owner = cm(&s, "ns", "solid");
+        let gone = "00000000-0000-4000-8000-0000000000b1";
+        pod_owned_by(
+            &s,
+            "p",
+            &[("v1", "ConfigMap", "gone", gone), ("v1", "ConfigMap", "solid", &uid(&owner))],
+        );
+        let pods = s.resolve("", "v1", "pods").unwrap();
+        let remove = |owner_uid: &str| {
+            let body =
+                json!({"metadata": {"ownerReferences": [{"$patch": "delete", "uid": owner_uid}]}});
+            with_actor("kube-gc/0.1.0", || {
+                s.patch(&pods, Some("ns"), "p", PatchType::Strategic, body.to_string().as_bytes())
+            })
+            .unwrap();
+        };
+        remove(gone);
+        assert_eq!(s.audit().wrongful_count(), 0, "{:?}", s.audit().wrongful_deletions());
+        remove(&uid(&owner));
+        let found = s.audit().wrongful_deletions();
+        assert!(
+            matches!(&found[..], [w] if matches!(w.reason, Wrongful::RemovedReference(_, OwnerState::Live))),
+            "{found:?}"
+        );
+        assert!(found[0].to_string().contains("patched"), "{}", found[0]);
     }
 
     #[test]

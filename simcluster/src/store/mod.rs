@@ -339,30 +339,41 @@ impl Store {
         let current = s.current(r, &key, name)?;
         let sent = metadata_preconditions(&obj);
         let out = s.update_object(r, namespace, key, &current, obj, false, &self.tx)?;
-        self.audit_write(Verb::Update, r, &current, s.rv, sent, &out);
+        self.audit_write(&s, namespace, Verb::Update, r, &current, sent, &out);
         Ok(out)
     }
 
-    /// Records an applied update or patch of `before` in the audit.
+    /// Records an applied update or patch of `before` in the audit (under the write lock `s`,
+    /// the write applied), and judges the ownerReferences a collector's write removed.
+    #[allow(clippy::too_many_arguments)] // one private recording path
     fn audit_write(
         &self,
+        s: &State,
+        namespace: Option<&str>,
         verb: Verb,
         r: &Resolved,
         before: &Value,
-        rv: u64,
         sent: Option<String>,
         out: &(Value, ChangeKind),
     ) {
+        let actor = self.audit.actor();
         let removed = out.1 == ChangeKind::Deleted;
-        self.audit.record(
-            self.audit.actor(),
-            verb,
-            r.def.group_resource(),
-            before,
-            rv,
-            sent,
-            removed,
-        );
+        let judged = self.audit.is_collector(&actor);
+        let record =
+            self.audit.record(actor, verb, r.def.group_resource(), before, s.rv, sent, removed);
+        if judged {
+            let kept = OwnerRef::of(&out.0);
+            // The write changed only the object itself: its owners are as they were before it.
+            let removed_refs: Vec<(OwnerRef, OwnerState)> = OwnerRef::of(before)
+                .into_iter()
+                .filter(|o| !kept.iter().any(|k| k.uid == o.uid))
+                .map(|o| {
+                    let state = s.owner_state(namespace, &o);
+                    (o, state)
+                })
+                .collect();
+            self.audit.judge_reference_removal(record, removed_refs);
+        }
     }
 
     /// Patches the object `name`.
@@ -384,7 +395,7 @@ impl Store {
         let sent =
             serde_json::from_slice::<Value>(body).ok().and_then(|p| metadata_preconditions(&p));
         let out = s.update_object(r, namespace, key, &current, next, true, &self.tx)?;
-        self.audit_write(Verb::Patch, r, &current, s.rv, sent, &out);
+        self.audit_write(&s, namespace, Verb::Patch, r, &current, sent, &out);
         Ok(out)
     }
 
