@@ -304,9 +304,14 @@ fn a_relist_delete_is_not_completed_from_a_virtual_node() {
     // A worker found o9 gone (its watch broken): a virtual delete.
     let identity = ObjectReference::new("apps/v1", "ReplicaSet", "ns", "o9", &uid(9));
     builder.graph_changes().push(Event::virtual_delete(&identity));
-    // Dependents in two other namespaces name it since: a virtual node again.
-    let in_namespace =
-        |n: u8, namespace: &str| ObjectMeta { namespace: namespace.into(), ..meta(n, Some(9)) };
+    // Dependents in two other namespaces name it since, under another apiVersion: a virtual
+    // node again, whose identity a delete completed from it (of the ReplicaSets' type) would
+    // differ from, re-identifying it.
+    let in_namespace = |n: u8, namespace: &str| {
+        let mut m = ObjectMeta { namespace: namespace.into(), ..meta(n, Some(9)) };
+        m.owner_references[0].api_version = "apps/v1beta2".into();
+        m
+    };
     builder.ingest(vec![batch(POD, 1, list(vec![in_namespace(1, "a"), in_namespace(2, "b")]))]);
     assert!(graph.node(Uid::parse(&uid(9))).is_some_and(|n| n.is_virtual));
     builder.collector().cluster().take_events();
