@@ -99,6 +99,30 @@ fn query_uids(query: &str) -> Vec<String> {
         .collect()
 }
 
+/// Walks of the graph (the DOT dump, a tree, a blast radius) running at once: each holds a
+/// thread of the blocking pool (which ingestion uses too) and memory in proportion to what it
+/// walks, so callers of the debug endpoints queue for these, briefly, then get 429.
+static GRAPH_WALKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// How long a request waits for a walk before it is answered 429.
+const WALK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs `walk` on the blocking pool, as one of the [`GRAPH_WALKS`]: its result, or the
+/// response to send instead (429 when none is free in time; 500, without the panic's text, if
+/// it panicked).
+pub(crate) async fn walk_graph<T: Send + 'static>(
+    walk: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, axum::response::Response> {
+    let Ok(Ok(_walk)) = tokio::time::timeout(WALK_WAIT, GRAPH_WALKS.acquire()).await else {
+        return Err((StatusCode::TOO_MANY_REQUESTS, "busy: other graph walks are running\n")
+            .into_response());
+    };
+    tokio::task::spawn_blocking(walk).await.map_err(|e| {
+        tracing::error!(error = %e, "a debug endpoint's graph walk failed");
+        (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response()
+    })
+}
+
 async fn graph(State(s): State<DebugState>, RawQuery(query): RawQuery) -> axum::response::Response {
     let query = query.unwrap_or_default();
     if query.len() > MAX_QUERY {
@@ -106,7 +130,7 @@ async fn graph(State(s): State<DebugState>, RawQuery(query): RawQuery) -> axum::
     }
     let uids = query_uids(&query);
     let graph = s.graph.clone();
-    let body = tokio::task::spawn_blocking(move || {
+    let body = walk_graph(move || {
         if uids.is_empty() {
             kube_gc_engine::dot::to_dot(&graph)
         } else {
@@ -129,7 +153,7 @@ async fn graph(State(s): State<DebugState>, RawQuery(query): RawQuery) -> axum::
             dot,
         )
             .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(response) => response,
     }
 }
 
@@ -153,5 +177,20 @@ mod tests {
         assert_eq!(query_uids("uid=%zz"), ["%zz"]);
         assert_eq!(query_uids("uid=%ff%fe"), ["\u{fffd}\u{fffd}"]);
         assert_eq!(query_uids(&format!("uid={}", "a".repeat(10_000)))[0].len(), 10_000);
+    }
+
+    /// Graph walks run two at a time: a third waits, then is answered 429; a walk that panics
+    /// is a 500 without the panic's text.
+    #[tokio::test(start_paused = true)]
+    async fn graph_walks_are_bounded_and_their_panics_unsaid() {
+        let held = GRAPH_WALKS.acquire_many(2).await.expect("open");
+        let busy = walk_graph(|| 1).await.expect_err("no walk free");
+        assert_eq!(busy.status(), StatusCode::TOO_MANY_REQUESTS);
+        drop(held);
+        assert_eq!(walk_graph(|| 1).await.ok(), Some(1));
+        let panicked = walk_graph(|| -> u8 { panic!("secret detail") }).await.expect_err("panic");
+        assert_eq!(panicked.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(panicked.into_body(), 1024).await.unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains("secret"));
     }
 }

@@ -92,12 +92,12 @@ pub async fn tree_handler(State(s): State<DebugState>, RawQuery(q): RawQuery) ->
         }
     };
     let graph = s.graph.clone();
-    match tokio::task::spawn_blocking(move || tree(&graph, uid, depth)).await {
+    match crate::http::walk_graph(move || tree(&graph, uid, depth)).await {
         Ok(Some((up, down))) => {
             json_response(json!({"up": tree_json(&up), "down": tree_json(&down)}))
         }
         Ok(None) => (StatusCode::NOT_FOUND, "no object with this UID in the graph").into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(response) => response,
     }
 }
 
@@ -119,12 +119,12 @@ pub async fn blast_radius_handler(State(s): State<DebugState>, RawQuery(q): RawQ
         }
     };
     let graph = s.graph.clone();
-    match tokio::task::spawn_blocking(move || blast_radius(&graph, uid, policy)).await {
+    match crate::http::walk_graph(move || blast_radius(&graph, uid, policy)).await {
         Ok(Some(r)) => json_response(radius_json(&r, &name)),
         Ok(None) => {
             (StatusCode::NOT_FOUND, "no observed object with this UID in the graph").into_response()
         }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(response) => response,
     }
 }
 

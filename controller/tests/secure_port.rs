@@ -121,3 +121,51 @@ async fn a_secure_port_that_cannot_start_stops_the_rest_of_the_controller() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A flood of connections from one address that never handshake holds at most its share of
+/// the port: past it, that address's new connections are closed at once (not left queued in
+/// the kernel's backlog, where the kubelet's probes would wait behind them); once they go,
+/// the port serves again.
+#[tokio::test]
+async fn a_flood_of_idle_connections_from_one_address_is_capped() {
+    use tokio::io::AsyncReadExt;
+    let (port, task) = serve(&[]).await;
+    let mut flood = Vec::new();
+    for _ in 0..64 {
+        flood.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+    }
+    // Let the server take them all before the one past the share.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let mut over = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(2), over.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the connection past the share was not closed at once: {read:?}"
+    );
+    drop(flood);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match https_get(port, "/healthz", None, &Trust::Any).await {
+            Ok((200, _)) => break,
+            other => {
+                assert!(tokio::time::Instant::now() < deadline, "not serving again: {other:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+    task.abort();
+}
+
+/// A token or a path too long to be a real one is refused before any review (and never cached).
+#[tokio::test]
+async fn tokens_and_paths_too_long_are_refused_unreviewed() {
+    let (port, task) = serve(&[]).await;
+    let long_token = "t".repeat(17 * 1024);
+    let (code, body) = https_get(port, "/metrics", Some(&long_token), &Trust::Any).await.unwrap();
+    assert_eq!((code, body.as_str()), (401, "Unauthorized: token too long\n"));
+    let long_path = format!("/{}", "p".repeat(5 * 1024));
+    let (code, _) = https_get(port, &long_path, Some("any-token"), &Trust::Any).await.unwrap();
+    assert_eq!(code, 414);
+    task.abort();
+}

@@ -30,6 +30,17 @@ use lru::LruCache;
 
 /// How long a TokenReview's or a SubjectAccessReview's answer is reused.
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
+/// The longest bearer token reviewed: service account tokens and OIDC ID tokens are a few KiB.
+/// Longer ones are refused unreviewed, so that the token cache (keyed by the token) holds at
+/// most `CACHE_SIZE` times this.
+const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// The longest path authorized: the routes' paths are short; the decision cache is keyed by it.
+const MAX_PATH_BYTES: usize = 4 * 1024;
+/// Reviews (TokenReview, SubjectAccessReview) in flight at once, and how long a request waits
+/// for one before it is answered 429: a flood of new tokens must not become a flood of calls
+/// competing with the collector's own for its API budget and priority level.
+const MAX_REVIEWS_IN_FLIGHT: usize = 32;
+const REVIEW_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Most answers of each kind kept.
 const CACHE_SIZE: usize = 1024;
 
@@ -89,6 +100,7 @@ pub struct DelegatedAuth {
     always_allow: AlwaysAllow,
     tokens: Mutex<LruCache<String, (Instant, Option<User>)>>,
     decisions: Mutex<LruCache<Question, (Instant, bool)>>,
+    reviews: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for DelegatedAuth {
@@ -106,6 +118,7 @@ impl DelegatedAuth {
             always_allow,
             tokens: Mutex::new(LruCache::new(size)),
             decisions: Mutex::new(LruCache::new(size)),
+            reviews: tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
         }
     }
 
@@ -198,6 +211,17 @@ pub async fn guard(
     let Some(token) = token else {
         return (StatusCode::UNAUTHORIZED, "Unauthorized: no bearer token\n").into_response();
     };
+    if token.len() > MAX_TOKEN_BYTES {
+        return (StatusCode::UNAUTHORIZED, "Unauthorized: token too long\n").into_response();
+    }
+    if path.len() > MAX_PATH_BYTES {
+        return (StatusCode::URI_TOO_LONG, "URI Too Long\n").into_response();
+    }
+    // Held for both reviews, not for the request they let through.
+    let Ok(Ok(review)) = tokio::time::timeout(REVIEW_WAIT, auth.reviews.acquire()).await else {
+        return (StatusCode::TOO_MANY_REQUESTS, "Too Many Requests: reviews busy\n")
+            .into_response();
+    };
     let user = match auth.authenticate(&token).await {
         Ok(Some(user)) => user,
         Ok(None) => return (StatusCode::UNAUTHORIZED, "Unauthorized\n").into_response(),
@@ -208,7 +232,9 @@ pub async fn guard(
         }
     };
     let verb = request.method().as_str().to_ascii_lowercase();
-    match auth.authorize(&user, &verb, &path).await {
+    let decision = auth.authorize(&user, &verb, &path).await;
+    drop(review);
+    match decision {
         Ok(true) => next.run(request).await,
         Ok(false) => (
             StatusCode::FORBIDDEN,

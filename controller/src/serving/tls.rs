@@ -20,10 +20,16 @@ use tokio_rustls::server::TlsStream;
 use crate::Error;
 
 /// How long a client has to finish its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Handshakes in progress at once; a flood of idle connections waits for these, rather than
-/// holding memory and tasks without bound.
-const MAX_HANDSHAKES: usize = 256;
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Handshakes in progress at once; past it a new connection is closed at once (never left
+/// waiting in the kernel's backlog, where it would queue the kubelet's probes behind a flood).
+const MAX_HANDSHAKES: usize = 1024;
+/// Connections open at once from one address, handshaking or served: a flood from one pod
+/// cannot take the port from the others (the kubelet's probes come from the node's address).
+const MAX_CONNECTIONS_PER_PEER: usize = 64;
+/// How long a served connection may send nothing before it is closed: a client that opened it
+/// and went quiet (or trickles a header) holds its buffers no longer. Scrapers reconnect.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The TLS configuration of the secure port: the certificate of `cert_file` and `key_file`
 /// (PEM, the chain leaf first), or a self-signed one when both are `None`.
@@ -89,7 +95,7 @@ fn self_signed() -> crate::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'
 /// own tasks, each with a deadline, so one slow client never holds up the others.
 #[derive(Debug)]
 pub struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(Served, SocketAddr)>,
     local: SocketAddr,
     accepting: tokio::task::JoinHandle<()>,
 }
@@ -111,14 +117,109 @@ impl Drop for TlsListener {
     }
 }
 
+/// Open connections by peer address (see [`MAX_CONNECTIONS_PER_PEER`]).
+type Peers = Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
+
+/// One open connection of a peer, counted until dropped.
+#[derive(Debug)]
+struct PeerSlot {
+    peers: Peers,
+    ip: std::net::IpAddr,
+}
+
+impl PeerSlot {
+    /// A slot for `ip`, if it has fewer than [`MAX_CONNECTIONS_PER_PEER`] open.
+    fn take(peers: &Peers, ip: std::net::IpAddr) -> Option<PeerSlot> {
+        let mut open = peers.lock().expect("peer counts");
+        let count = open.entry(ip).or_default();
+        if *count >= MAX_CONNECTIONS_PER_PEER {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot { peers: peers.clone(), ip })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self.peers.lock().expect("peer counts");
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A served connection: its TLS stream, its peer's slot, and a deadline that each read pushes
+/// back by the idle timeout, 60 s (reading fails once it passes with nothing read).
+#[derive(Debug)]
+pub struct Served {
+    tls: TlsStream<TcpStream>,
+    _slot: PeerSlot,
+    idle: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl tokio::io::AsyncRead for Served {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        let before = buf.filled().len();
+        match std::pin::Pin::new(&mut self.tls).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    let next = tokio::time::Instant::now() + IDLE_TIMEOUT;
+                    self.idle.as_mut().reset(next);
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending => match self.idle.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "idle connection",
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Served {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.tls).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tls).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tls).poll_shutdown(cx)
+    }
+}
+
 async fn accept_loop(
     tcp: TcpListener,
     acceptor: TlsAcceptor,
-    ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Sender<(Served, SocketAddr)>,
 ) {
     let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let peers = Peers::default();
     loop {
-        let Ok(permit) = handshakes.clone().acquire_owned().await else { return };
         let (stream, peer) = match tcp.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
@@ -128,13 +229,24 @@ async fn accept_loop(
                 continue;
             }
         };
+        // Over a limit, the connection is closed at once (dropped), never left to wait.
+        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, "secure port: too many handshakes, connection closed");
+            continue;
+        };
+        let Some(slot) = PeerSlot::take(&peers, peer.ip()) else {
+            tracing::debug!(%peer, "secure port: too many connections from this address, closed");
+            continue;
+        };
         let acceptor = acceptor.clone();
         let ready = ready.clone();
         tokio::spawn(async move {
-            let _permit = permit;
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+            drop(permit);
+            match handshake {
                 Ok(Ok(tls)) => {
-                    let _ = ready.send((tls, peer)).await;
+                    let idle = Box::pin(tokio::time::sleep(IDLE_TIMEOUT));
+                    let _ = ready.send((Served { tls, _slot: slot, idle }, peer)).await;
                 }
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "secure port: TLS handshake failed")
@@ -146,7 +258,7 @@ async fn accept_loop(
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = Served;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
