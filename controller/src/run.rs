@@ -251,6 +251,10 @@ impl Controller {
             }
         }));
         tracing::info!(addr = %bound, "serving /healthz, /readyz, /metrics and the debug graph");
+        if !bound.ip().is_loopback() {
+            // Allowed by --debug-addr-any only: this listener has no authentication.
+            tracing::warn!(addr = %bound, "the plain debug listener is not on loopback: anyone who reaches it reads the graph (object names and UIDs) and the metrics, unauthenticated");
+        }
         match crate::serving::start(&flags, client.clone(), crate::http::router(debug.clone()))
             .await
         {
