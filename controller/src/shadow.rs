@@ -169,12 +169,7 @@ fn now() -> f64 {
 }
 
 fn policy_name(options: &DeleteOptions) -> &'static str {
-    match options.propagation_policy {
-        None => "default",
-        Some(PropagationPolicy::Background) => "Background",
-        Some(PropagationPolicy::Foreground) => "Foreground",
-        Some(PropagationPolicy::Orphan) => "Orphan",
-    }
+    options.propagation_policy.map_or("default", PropagationPolicy::as_str)
 }
 
 /// The report's counts at scrape time, `kube_gc_shadow_deletions{judgement}`.

@@ -230,6 +230,18 @@ pub(crate) struct View<'a> {
     pub(crate) from_graph: bool,
 }
 
+impl View<'_> {
+    /// Whether a decision taken on this view still stands on `live`, a newer version of the
+    /// same object (its UID checked by the caller): not being deleted, and with exactly the
+    /// view's owner references, all a decision reads of the object beside what a caller
+    /// checks more (a DELETE, the policy its finalizers call for).
+    pub(crate) fn stands_on(&self, live: &crate::meta::ObjectMeta) -> bool {
+        live.resource_version != self.meta.resource_version
+            && live.owner_references == self.meta.owner_references
+            && !live.deletion_timestamp
+    }
+}
+
 /// Why an item was queued: a pure virtual-node verification, or anything else.
 const REASON_VERIFY: u8 = 1;
 const REASON_OTHER: u8 = 2;

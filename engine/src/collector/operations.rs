@@ -114,11 +114,7 @@ impl<C: Cluster> Collector<C> {
         let Ok(live) = self.read(&resource, &namespace, &identity.name).await else {
             return result;
         };
-        let decision_stands = live.uid == identity.uid.to_string()
-            && !live.deletion_timestamp
-            && live.owner_references == view.meta.owner_references
-            && live.resource_version != view.meta.resource_version;
-        if !decision_stands {
+        if live.uid != identity.uid.to_string() || !view.stands_on(&live) {
             return Err(ClusterError::Conflict(conflict.clone()));
         }
         tracing::debug!(item = %identity, "retrying patch: same object, not being deleted, owners unchanged");
@@ -255,11 +251,7 @@ impl<C: Cluster> Collector<C> {
             tracing::debug!(item = %identity, "delete conflicted: another object has the name now, the item is gone");
             return Err(ClusterError::NotFound);
         }
-        let same_decision = live.resource_version != resource_version
-            && live.owner_references == view.meta.owner_references
-            && !live.deletion_timestamp
-            && policy_for(&live) == policy;
-        if !same_decision {
+        if !view.stands_on(&live) || policy_for(&live) != policy {
             return Err(ClusterError::Conflict(conflict));
         }
         tracing::debug!(item = %identity, "retrying delete: owners, deletion state and policy unchanged");

@@ -451,11 +451,7 @@ impl Store {
                 })
                 .collect()
         });
-        let policy = policy.map(|p| match p {
-            PropagationPolicy::Orphan => "Orphan",
-            PropagationPolicy::Background => "Background",
-            PropagationPolicy::Foreground => "Foreground",
-        });
+        let policy = policy.map(PropagationPolicy::as_str);
         AuditedDelete { actor, before: current.clone(), owners, policy }
     }
 
