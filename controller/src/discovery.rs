@@ -24,8 +24,11 @@ pub fn resource_key(r: &Resource) -> String {
 pub struct Discovered {
     /// Every served (apiVersion, kind), all versions: the restMapper.
     pub mapper: HashMap<(String, String), Resource>,
-    /// The resources to watch: preferred version of each group, supporting list, watch and
-    /// delete, not ignored. Keyed by [`resource_key`].
+    /// The resources to watch, as client-go's `ServerPreferredResources` picks them: each
+    /// group's resource once, at the group's preferred version if that version serves it,
+    /// else at the first version the group lists that does (on v1.20, CronJobs are only in
+    /// `batch/v1beta1`); kept if that pick supports list, watch and delete and is not
+    /// ignored. Keyed by [`resource_key`].
     pub deletable: BTreeMap<String, Resource>,
     /// Group-versions that failed, with the error.
     pub failed: Vec<(String, String)>,
@@ -37,6 +40,9 @@ pub struct Discovered {
     /// `service`), whose lists prove nothing (`Cluster::consistent_lists`); `None` when the
     /// APIServices could not be read, so that any of them may be.
     pub aggregated: Option<BTreeSet<String>>,
+    /// The [`resource_key`]s whose version is picked (deletable or not): a later version of
+    /// the same group does not pick them again.
+    picked: BTreeSet<String>,
 }
 
 impl Discovered {
@@ -59,12 +65,13 @@ impl Discovered {
     }
 }
 
-/// Adds one group-version's resource list to `out`.
+/// Adds one group-version's resource list to `out`. A group's lists are added preferred
+/// version first, then the others in the order the group lists them: a resource takes the
+/// first version that serves it ([`Discovered::deletable`]), every version maps.
 pub fn add_resource_list(
     out: &mut Discovered,
     group: &str,
     version: &str,
-    preferred: bool,
     list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
     ignored: &BTreeSet<String>,
 ) {
@@ -85,7 +92,12 @@ pub fn add_resource_list(
         let verbs = &r.verbs;
         let deletable = ["delete", "list", "watch"].iter().all(|v| verbs.iter().any(|x| x == v));
         let key = resource_key(&resource);
-        if preferred && deletable && !ignored.contains(&key) {
+        // Picked before, at the preferred version or an earlier one: as client-go's
+        // `ServerPreferredResources`, the verbs are those of the version picked.
+        if !out.picked.insert(key.clone()) {
+            continue;
+        }
+        if deletable && !ignored.contains(&key) {
             let names = [r.name.clone(), r.singular_name.clone(), r.kind.to_lowercase()]
                 .into_iter()
                 .chain(r.short_names.iter().flatten().cloned())
@@ -132,9 +144,10 @@ pub async fn discover(
     let mut out = Discovered::default();
     // Core group: /api → versions → /api/v1.
     let core = answered(client.list_core_api_versions()).await?;
-    for (i, version) in core.versions.iter().enumerate() {
+    // The first version is the preferred one (client-go's legacy group).
+    for version in &core.versions {
         match answered(client.list_core_api_resources(version)).await {
-            Ok(list) => add_resource_list(&mut out, "", version, i == 0, &list, ignored),
+            Ok(list) => add_resource_list(&mut out, "", version, &list, ignored),
             Err(e) => out.failed.push((version.clone(), e.to_string())),
         }
     }
@@ -146,12 +159,12 @@ pub async fn discover(
             .as_ref()
             .map(|p| p.version.clone())
             .or_else(|| g.versions.first().map(|v| v.version.clone()));
-        for v in &g.versions {
+        // Preferred first: it picks every resource it serves; the others pick the rest.
+        let mut versions: Vec<_> = g.versions.iter().collect();
+        versions.sort_by_key(|v| preferred.as_deref() != Some(v.version.as_str()));
+        for v in versions {
             match answered(client.list_api_group_resources(&v.group_version)).await {
-                Ok(list) => {
-                    let is_preferred = preferred.as_deref() == Some(v.version.as_str());
-                    add_resource_list(&mut out, &g.name, &v.version, is_preferred, &list, ignored);
-                }
+                Ok(list) => add_resource_list(&mut out, &g.name, &v.version, &list, ignored),
                 Err(e) => out.failed.push((v.group_version.clone(), e.to_string())),
             }
         }
@@ -265,12 +278,12 @@ mod tests {
         };
         let list =
             APIResourceList { group_version: "apps/v1".into(), resources: vec![deployments] };
-        add_resource_list(&mut out, "apps", "v1", true, &list, &BTreeSet::new());
+        add_resource_list(&mut out, "apps", "v1", &list, &BTreeSet::new());
         let pods = APIResourceList {
             group_version: "v1".into(),
             resources: vec![res("pods", "Pod", &["delete", "list", "watch"])],
         };
-        add_resource_list(&mut out, "", "v1", true, &pods, &BTreeSet::new());
+        add_resource_list(&mut out, "", "v1", &pods, &BTreeSet::new());
         for name in [
             "deployments",
             "deployment",
@@ -309,12 +322,12 @@ mod tests {
                 res("pods/status", "Pod", &["get", "list", "watch", "delete"]),
             ],
         };
-        add_resource_list(&mut out, "apps", "v1", true, &list, &BTreeSet::new());
+        add_resource_list(&mut out, "apps", "v1", &list, &BTreeSet::new());
         let widgets = APIResourceList {
             group_version: "acme/v1".into(),
             resources: vec![res("widgets", "Widget", &["delete"])],
         };
-        add_resource_list(&mut out, "acme", "v1", true, &widgets, &BTreeSet::new());
+        add_resource_list(&mut out, "acme", "v1", &widgets, &BTreeSet::new());
         assert_eq!(out.deletable.keys().collect::<Vec<_>>(), ["pods.apps"]);
         // Every served kind is mappable, deletable or not.
         assert!(out.mapper.contains_key(&("apps/v1".into(), "Service".into())));
@@ -322,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn ignored_and_non_preferred_resources_are_not_watched() {
+    fn ignored_resources_are_not_watched() {
         let mut out = Discovered::default();
         let list = APIResourceList {
             group_version: "v1".into(),
@@ -332,17 +345,70 @@ mod tests {
             ],
         };
         let ignored: BTreeSet<String> = ["events".to_string()].into();
-        add_resource_list(&mut out, "", "v1", true, &list, &ignored);
+        add_resource_list(&mut out, "", "v1", &list, &ignored);
         assert_eq!(out.deletable.keys().collect::<Vec<_>>(), ["configmaps"]);
-        let beta = APIResourceList {
-            group_version: "rbac.authorization.k8s.io/v1beta1".into(),
-            resources: vec![res("roles", "Role", &["delete", "list", "watch"])],
-        };
-        add_resource_list(&mut out, "rbac.authorization.k8s.io", "v1beta1", false, &beta, &ignored);
-        assert!(!out.deletable.contains_key("roles.rbac.authorization.k8s.io"));
-        assert!(
-            out.mapper.contains_key(&("rbac.authorization.k8s.io/v1beta1".into(), "Role".into()))
+    }
+
+    /// client-go's `ServerPreferredResources`, which upstream's `GetDeletableResources`
+    /// reads: a resource is watched at its group's preferred version when that version serves
+    /// it, else at the first version the group lists that does (v1.20's CronJobs, only in
+    /// `batch/v1beta1`), with the verbs of the version picked; every version maps.
+    #[tokio::test]
+    async fn a_resource_missing_from_the_preferred_version_is_watched_at_another() {
+        use crate::test_server::{Reply, Script};
+        let api = r#"{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[]}"#;
+        let core = r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[]}"#;
+        // The preferred version listed second: it is still asked first.
+        let groups = r#"{"kind":"APIGroupList","groups":[{"name":"batch",
+            "versions":[{"groupVersion":"batch/v1beta1","version":"v1beta1"},
+                        {"groupVersion":"batch/v1","version":"v1"},
+                        {"groupVersion":"batch/v2alpha1","version":"v2alpha1"}],
+            "preferredVersion":{"groupVersion":"batch/v1","version":"v1"}}]}"#;
+        let verbs = r#""verbs":["delete","list","watch"]"#;
+        let v1 = format!(
+            r#"{{"kind":"APIResourceList","groupVersion":"batch/v1","resources":[
+                {{"name":"jobs","namespaced":true,"kind":"Job",{verbs}}},
+                {{"name":"jobs/status","namespaced":true,"kind":"Job",{verbs}}},
+                {{"name":"tasks","namespaced":true,"kind":"Task","verbs":["get"]}}]}}"#
         );
+        let v1beta1 = format!(
+            r#"{{"kind":"APIResourceList","groupVersion":"batch/v1beta1","resources":[
+                {{"name":"jobs","namespaced":true,"kind":"Job",{verbs}}},
+                {{"name":"cronjobs","namespaced":true,"kind":"CronJob",{verbs}}},
+                {{"name":"tasks","namespaced":true,"kind":"Task",{verbs}}}]}}"#
+        );
+        let v2alpha1 = format!(
+            r#"{{"kind":"APIResourceList","groupVersion":"batch/v2alpha1","resources":[
+                {{"name":"cronjobs","namespaced":true,"kind":"CronJob",{verbs}}}]}}"#
+        );
+        let server = Script::new(vec![
+            Reply::json(200, api, false),
+            Reply::json(200, core, false),
+            Reply::json(200, groups, false),
+            Reply::json(200, v1, false),
+            Reply::json(200, v1beta1, false),
+            Reply::json(200, v2alpha1, false),
+            // No aggregation layer: no APIService list is asked for.
+        ]);
+        let client = kube::Client::new(server.clone(), "default");
+        let found = discover(&client, &BTreeSet::new()).await.expect("discovered");
+        let asked: Vec<String> = server.requests().into_iter().map(|r| r.uri).collect();
+        assert_eq!(
+            asked[3..],
+            ["/apis/batch/v1", "/apis/batch/v1beta1", "/apis/batch/v2alpha1"],
+            "the preferred version first, then the group's order"
+        );
+        let watched: Vec<(&str, &str)> =
+            found.deletable.iter().map(|(k, r)| (k.as_str(), r.version.as_str())).collect();
+        // Tasks are picked at v1, which does not let them be deleted: not watched, as
+        // upstream, though v1beta1 would.
+        assert_eq!(watched, [("cronjobs.batch", "v1beta1"), ("jobs.batch", "v1")]);
+        for (api_version, kind) in
+            [("batch/v1", "Job"), ("batch/v1beta1", "Job"), ("batch/v1beta1", "CronJob")]
+        {
+            assert!(found.mapper.contains_key(&(api_version.into(), kind.into())), "{kind}");
+        }
+        assert_eq!(found.resource_key_of("cronjob").map(String::as_str), Ok("cronjobs.batch"));
     }
 
     /// A discovery request whose answer never comes (a connection the network dropped) fails
