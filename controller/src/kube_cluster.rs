@@ -171,12 +171,29 @@ impl KubeCluster {
 
     /// Replaces the restMapper's contents (after discovery), and interns every type it maps:
     /// the cap on types ([`kube_gc_engine::identity`]) then never refuses one the cluster
-    /// serves.
-    pub fn set_mapper(&self, mapper: HashMap<(String, String), Resource>) {
+    /// serves. The mappings of `failed` apiVersions (group-versions whose discovery failed
+    /// this time) are kept from before, as their watchers are: an aggregated API that does
+    /// not answer for a while, or a core group's request that timed out, must not unmap its
+    /// kinds (every owner of them requeued with a growing backoff meanwhile). Upstream's Sync
+    /// keeps its restMapper when the resources it found, the failed groups' merged in, did not
+    /// change.
+    pub fn set_mapper(
+        &self,
+        mut mapper: HashMap<(String, String), Resource>,
+        failed: &BTreeSet<String>,
+    ) {
+        let mut current = self.mapper.write().expect("mapper lock");
+        if !failed.is_empty() {
+            for (key, resource) in current.iter() {
+                if failed.contains(&key.0) {
+                    mapper.entry(key.clone()).or_insert_with(|| resource.clone());
+                }
+            }
+        }
         for (api_version, kind) in mapper.keys() {
             ObjectType::new(api_version, kind);
         }
-        *self.mapper.write().expect("mapper lock") = mapper;
+        *current = mapper;
     }
 
     /// Records which apiVersions aggregated API servers serve (after discovery; `None`: not
@@ -503,6 +520,26 @@ mod tests {
 
     fn is_other(answer: &Result<impl std::fmt::Debug, ClusterError>) -> bool {
         matches!(answer, Err(ClusterError::Other { .. }))
+    }
+
+    /// A group-version whose discovery failed keeps its kinds mapped; one that answered
+    /// without a kind unmaps it.
+    #[tokio::test]
+    async fn a_failed_group_version_keeps_its_mappings() {
+        let (c, _) = cluster(Vec::new());
+        let jobs = Resource::new("batch/v1", "jobs", "Job", true);
+        let mapper = |resources: &[&Resource]| {
+            (resources.iter())
+                .map(|r| ((r.api_version(), r.kind.clone()), (*r).clone()))
+                .collect::<HashMap<_, _>>()
+        };
+        let job = ObjectType::new("batch/v1", "Job");
+        c.set_mapper(mapper(&[&pods(), &jobs]), &BTreeSet::new());
+        assert_eq!(c.resource_for(job), Ok(jobs.clone()));
+        c.set_mapper(mapper(&[&pods()]), &["batch/v1".to_owned()].into());
+        assert_eq!(c.resource_for(job), Ok(jobs), "batch/v1 failed: kept");
+        c.set_mapper(mapper(&[&pods()]), &["apps/v1".to_owned()].into());
+        assert!(matches!(c.resource_for(job), Err(ClusterError::NoMapping(_))), "answered");
     }
 
     #[tokio::test]

@@ -311,7 +311,7 @@ impl Controller {
         }
         // Aggregated first: a resource the new mapping brings is then judged by the new set.
         self.cluster.set_aggregated(found.aggregated.clone());
-        self.cluster.set_mapper(found.mapper.clone());
+        self.cluster.set_mapper(found.mapper.clone(), &found.failed_group_versions());
         if self.sync_watchers(&found) {
             self.collector.begin_warm_up();
         }

@@ -78,7 +78,7 @@ impl Snapshot {
         let discovered = discovery::discover(&client, &ignored).await?;
         check(&discovered).map_err(anyhow::Error::msg)?;
         let cluster = KubeCluster::new(client.clone(), 50.0, 100);
-        cluster.set_mapper(discovered.mapper.clone());
+        cluster.set_mapper(discovered.mapper.clone(), &BTreeSet::new());
         cluster.set_aggregated(discovered.aggregated.clone());
         let graph = Arc::new(Graph::new(64)?);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
