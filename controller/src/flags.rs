@@ -328,6 +328,16 @@ impl Flags {
                 self.kube_api_qps
             ));
         }
+        // The rate limiter counts nanoseconds in a u64: a full bucket's refill must fit.
+        let refill_seconds =
+            f64::from(self.kube_api_burst.saturating_sub(1)) / self.collector_qps();
+        if refill_seconds >= MAX_REFILL_SECONDS {
+            return Err(format!(
+                "--kube-api-burst {} at --kube-api-qps {} takes over 500 years to refill; \
+                 lower the burst or raise the rate",
+                self.kube_api_burst, self.kube_api_qps
+            ));
+        }
         if self.resync_period < MIN_RESYNC_PERIOD {
             return Err(format!(
                 "--resync-period must be at least 1s (discovery runs this often), got {:?}",
@@ -438,6 +448,9 @@ fn is_resource_key(text: &str) -> bool {
 /// The lowest `--kube-api-qps`: one call every 1000 s (a lower rate is no budget at all, and
 /// its period would pass what the rate limiter can hold).
 const MIN_KUBE_API_QPS: f64 = 0.001;
+/// The longest a full `--kube-api-burst` may take to refill: the rate limiter counts
+/// nanoseconds in a u64 (584 years).
+const MAX_REFILL_SECONDS: f64 = 500.0 * 365.25 * 86400.0;
 
 /// The longest duration Go's `time.Duration` holds (2^63 - 1 ns, about 292 years), and so the
 /// longest any of kube-controller-manager's duration flags takes; longer ones overflow the

@@ -198,4 +198,14 @@ fn the_api_budget_has_a_floor() {
     let f = Flags::parse_from(["kube-gc", "--kube-api-qps=0.001"]);
     assert!(f.validate().is_ok());
     crate::kube_cluster::token_bucket(f.collector_qps(), 1);
+    // A burst the limiter's nanosecond arithmetic cannot hold at that rate: refused, and the
+    // limiter built anyway (events, tests) neither panics nor wraps to a burst of one.
+    for (qps, burst, ok) in [("0.001", "30000000", true), ("0.001", "40000000", false)] {
+        let f = Flags::parse_from(["kube-gc", "--kube-api-qps", qps, "--kube-api-burst", burst]);
+        assert_eq!(f.validate().is_ok(), ok, "{qps} {burst}");
+    }
+    let limiter = crate::kube_cluster::token_bucket(0.002, u32::MAX);
+    for _ in 0..1000 {
+        assert!(limiter.check().is_ok(), "a burst of at least a thousand");
+    }
 }
