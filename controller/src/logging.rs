@@ -25,9 +25,7 @@ use crate::Flags;
 /// syntax, else `-v` and `--vmodule`), stderr, and `--logging-format`; colours only for a
 /// terminal.
 pub fn init(flags: &Flags) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBE_GC_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(flags.log_filter()));
+    let (filter, refused) = filter(|name| std::env::var(name).ok(), &flags.log_filter());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -40,6 +38,28 @@ pub fn init(flags: &Flags) {
     } else {
         logs.init();
     }
+    for (variable, error) in refused {
+        tracing::warn!(%variable, %error, "ignoring a log filter that does not parse");
+    }
+}
+
+/// The log filter: the first of `KUBE_GC_LOG` and `RUST_LOG` that is set, not blank, and
+/// parses, else `flags_filter` (`-v`, `--vmodule`); with the variables that were refused and
+/// why. A blank variable is unset: tracing would read it as a filter with no directive, which
+/// turns every line off, errors and the lost-lease exit's included.
+fn filter(
+    var: impl Fn(&str) -> Option<String>,
+    flags_filter: &str,
+) -> (tracing_subscriber::EnvFilter, Vec<(&'static str, String)>) {
+    let mut refused = Vec::new();
+    for name in ["KUBE_GC_LOG", "RUST_LOG"] {
+        let Some(value) = var(name).filter(|v| !v.trim().is_empty()) else { continue };
+        match tracing_subscriber::EnvFilter::try_new(&value) {
+            Ok(filter) => return (filter, refused),
+            Err(e) => refused.push((name, format!("{value:?}: {e}"))),
+        }
+    }
+    (tracing_subscriber::EnvFilter::new(flags_filter), refused)
 }
 
 /// The klog verbosity of a tracing level (the inverse of [`crate::flags::level_directive`]).
@@ -151,6 +171,28 @@ impl Visit for Fields {
 #[cfg(test)]
 mod tests {
     use super::short_path;
+
+    /// A blank or malformed variable does not decide the filter: the next one does, and the
+    /// malformed one is reported.
+    #[test]
+    fn a_blank_or_malformed_log_variable_falls_through() {
+        let filter = |kube_gc_log: Option<&str>, rust_log: Option<&str>| {
+            let (filter, refused) = super::filter(
+                |name| match name {
+                    "KUBE_GC_LOG" => kube_gc_log.map(str::to_owned),
+                    _ => rust_log.map(str::to_owned),
+                },
+                "info",
+            );
+            (filter.to_string(), refused.into_iter().map(|(name, _)| name).collect::<Vec<_>>())
+        };
+        assert_eq!(filter(None, None), ("info".into(), vec![]));
+        assert_eq!(filter(Some(""), None), ("info".into(), vec![]));
+        assert_eq!(filter(Some("  "), Some("")), ("info".into(), vec![]));
+        assert_eq!(filter(Some(""), Some("debug")), ("debug".into(), vec![]));
+        assert_eq!(filter(Some("kube_gc=trace"), Some("debug")), ("kube_gc=trace".into(), vec![]));
+        assert_eq!(filter(Some("kube_gc=[{"), None), ("info".into(), vec!["KUBE_GC_LOG"]));
+    }
 
     #[test]
     fn callers_are_short() {
