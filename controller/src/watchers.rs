@@ -35,9 +35,12 @@
 //!   ended within a second with no event (client-go's "very short watch"), is a failure. A
 //!   continue token that expires mid-list makes the list start over, whole (client-go's
 //!   pager).
-//! - **Failures back off** (0.8 s doubling to 30 s, each jittered by up to as much again, as
-//!   client-go's reflector; reset by a list that completes, a watch event, or two minutes
-//!   without a failure), and every failure but a 410 counts in `kube_gc_watch_errors_total`.
+//! - **Failures back off** (0.8 s doubling to 30 s, each jittered by up to as much again, and
+//!   back to the start two minutes after the last delay, as client-go's reflector: a list
+//!   or an event does not reset it), and every failure but a 410 counts in
+//!   `kube_gc_watch_errors_total`.
+//! - **Silence is a failure:** a list or watch request unanswered for two minutes, or a list
+//!   whose body stops for as long, is retried (a connection the network dropped).
 //! - **No event is lost at a resume:** what was decoded is sent before the next request, and the
 //!   resourceVersion a watch resumes from is that of the last event sent.
 //! - **A watcher says when it is behind:** from the end of a list (what changed since the
@@ -120,9 +123,22 @@ impl Endpoint {
     ) -> Result<(String, Body), Failure> {
         let mut req = req.map_err(|e| Failure::Other(e.to_string()))?;
         req.headers_mut().insert(ACCEPT, HeaderValue::from_static(accept));
-        send(&self.client, req).await
+        match tokio::time::timeout(SILENCE_TIMEOUT, send(&self.client, req)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Failure::Other(format!("no answer in {SILENCE_TIMEOUT:?}"))),
+        }
     }
 }
+
+/// How long a list or watch request may wait for its answer, and a list for the next part
+/// of its body: twice the API server's own request timeout (60 s by default), by which it
+/// has answered a list or failed it. Past it the connection is presumed dead (half-open
+/// after a network failure, or a proxy that accepts and never answers) and the request is
+/// retried after a backoff; without it the watcher, and the graph's copy of its resource,
+/// would wait for the kernel to give up on the connection, which it never does for one
+/// with nothing left to send. Time spent waiting for room in the channel to the graph
+/// builder is not counted.
+const SILENCE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Objects per list page, client-go's.
 const PAGE_SIZE: u32 = 500;
@@ -201,9 +217,9 @@ impl Outbox {
 
 /// Backoff between failures, client-go's reflector's: 0.8 s doubling to 30 s, each delay
 /// stretched by a random jitter of up to as much again (so watchers that failed together, say
-/// when the API server restarted, do not all retry at once), and back to the start after two
-/// minutes without a failure or on [`Backoff::reset`]. kube-runtime's watcher backoff, which
-/// follows the same rules.
+/// when the API server restarted, do not all retry at once), and back to the start two
+/// minutes after the last delay. kube-runtime's watcher backoff, which follows the same
+/// rules.
 struct Backoff(kube::runtime::watcher::DefaultBackoff);
 
 impl Backoff {
@@ -211,15 +227,11 @@ impl Backoff {
         Backoff(kube::runtime::watcher::DefaultBackoff::default())
     }
 
-    /// The delay before the next retry.
+    /// The delay before the next retry: the first again if the last was over two minutes
+    /// ago (the failures were over), else twice the last, up to 30 s, with jitter.
     fn step(&mut self) -> Duration {
         // It never runs out; were it to, the longest delay (30 s and its jitter).
         self.0.next().unwrap_or(Duration::from_secs(60))
-    }
-
-    /// Back to the first delay: the failures are over.
-    fn reset(&mut self) {
-        kube::runtime::utils::Backoff::reset(&mut self.0);
     }
 }
 
@@ -264,14 +276,18 @@ pub async fn run_watcher(
             synced = true;
             metrics.set_warmup_seconds(&key, started.elapsed().as_secs_f64());
         }
-        backoff.reset();
+        // The backoff is not reset by a list or an event: as client-go's reflector's
+        // (`ExponentialBackoffManager`), it starts over only two minutes after its last delay,
+        // so a list whose watch expires at once (a busy resource whose consistent list
+        // outlasts the watch cache's window) relists ever more slowly, up to every 30 s,
+        // rather than every second for ever.
         // Whether the graph builder counts this watcher as behind: from the list's end (what
         // changed since its resourceVersion is still to come) or a broken watch, until a
         // watch has delivered what was missed.
         let mut behind = true;
         loop {
             let mut stream = WatchStream { resource_version: &mut resource_version, behind };
-            let watched = watch(&endpoint, &mut stream, &mut out, &mut backoff).await;
+            let watched = watch(&endpoint, &mut stream, &mut out).await;
             behind = stream.behind;
             if out.flush().await.is_err() {
                 return;
@@ -378,10 +394,15 @@ async fn fetch_page(
     // held at once, and the objects reach the graph while the rest is still on the wire.
     let mut decoder = ListDecoder::for_content_type(&content_type);
     let mut body = body.into_data_stream();
-    while let Some(chunk) = body.next().await {
-        match chunk {
-            Ok(chunk) => decoder.push(&chunk),
-            Err(e) => return Ok(Err(Failure::Other(e.to_string()))),
+    loop {
+        match tokio::time::timeout(SILENCE_TIMEOUT, body.next()).await {
+            Ok(Some(Ok(chunk))) => decoder.push(&chunk),
+            Ok(Some(Err(e))) => return Ok(Err(Failure::Other(e.to_string()))),
+            Ok(None) => break,
+            Err(_) => {
+                let message = format!("a list silent for {SILENCE_TIMEOUT:?}");
+                return Ok(Err(Failure::Other(message)));
+            }
         }
         loop {
             match decoder.next_item() {
@@ -486,7 +507,6 @@ async fn watch(
     endpoint: &Endpoint,
     stream: &mut WatchStream<'_>,
     out: &mut Outbox,
-    backoff: &mut Backoff,
 ) -> Result<Result<(), Failure>, Closed> {
     let params =
         WatchParams { timeout: Some(WATCH_TIMEOUT_SECONDS), bookmarks: true, ..Default::default() };
@@ -574,7 +594,6 @@ async fn watch(
                 }
             }
             *stream.resource_version = next_version;
-            backoff.reset();
         }
         out.flush().await?;
     }

@@ -142,9 +142,10 @@ fn only_an_expired_version_relists() {
 }
 
 /// Each delay is its base (0.8 s doubling to 30 s) and a jitter below as much again; the
-/// jitter differs between watchers; a reset starts over.
-#[test]
-fn backoff_doubles_to_its_cap_with_jitter_and_resets() {
+/// jitter differs between watchers; two minutes after the last delay it starts over, not
+/// before.
+#[tokio::test(start_paused = true)]
+async fn backoff_doubles_to_its_cap_with_jitter_and_resets() {
     let bases = [800, 1600, 3200, 6400, 12800, 25600, 30000, 30000];
     let mut first_delays = std::collections::HashSet::new();
     for _ in 0..20 {
@@ -153,7 +154,9 @@ fn backoff_doubles_to_its_cap_with_jitter_and_resets() {
             let step = b.step().as_millis();
             assert!((*base..2 * base).contains(&step), "step {i}: {step} ms");
         }
-        b.reset();
+        tokio::time::advance(Duration::from_secs(119)).await;
+        assert!(b.step() >= Duration::from_secs(30), "within two minutes: no reset");
+        tokio::time::advance(Duration::from_secs(121)).await;
         let first = b.step();
         let base = Duration::from_millis(800);
         assert!(first >= base && first < 2 * base, "{first:?}");
@@ -512,4 +515,68 @@ async fn a_list_whose_continue_token_expires_starts_over_whole() {
             "from the cache: {from_cache}, {lists:?}"
         );
     }
+}
+
+/// A list or watch request the server never answers (a connection the network dropped after
+/// the request went out), and a list whose body stops half way, fail after the silence
+/// timeout and are retried: the watcher is not held for ever.
+#[tokio::test(start_paused = true)]
+async fn a_silent_list_or_watch_is_retried() {
+    let never = Duration::from_secs(24 * 3600);
+    let half_a_list = r#"{"metadata":{"resourceVersion":"5"},"items":["#;
+    let cases: [(&str, Vec<Reply>, &[&str]); 3] = [
+        (
+            "list unanswered",
+            vec![Reply { delay: never, ..list_reply("5", &[]) }, list_reply("5", &["a"])],
+            &["ListStarted", "ListStarted", "Listed", "ListDone", "Resumed"],
+        ),
+        (
+            "list stopped",
+            vec![Reply::json(200, half_a_list, true), list_reply("5", &["a"])],
+            &["ListStarted", "ListStarted", "Listed", "ListDone", "Resumed"],
+        ),
+        (
+            "watch unanswered",
+            vec![list_reply("5", &["a"]), Reply { delay: never, ..watch_reply(&[]) }],
+            &["ListStarted", "Listed", "ListDone", "Resumed"],
+        ),
+    ];
+    for (case, replies, want) in cases {
+        let start = tokio::time::Instant::now();
+        let (tx, mut rx) = mpsc::channel(64);
+        let (resource, source) = configmaps();
+        let client = Client::new(Script::new(replies), "default");
+        let options = watcher_options(ContentType::Json);
+        let task =
+            tokio::spawn(run_watcher(client, resource, source, tx, Default::default(), options));
+        let mut seen = names_of(&mut rx, want.len()).await;
+        // names_of gives up after a minute: past the silence timeout, the rest.
+        if seen.len() < want.len() {
+            tokio::time::sleep(SILENCE_TIMEOUT).await;
+            seen.extend(names_of(&mut rx, want.len() - seen.len()).await);
+        }
+        assert_eq!(seen, want, "{case}");
+        assert!(start.elapsed() >= SILENCE_TIMEOUT, "{case}: {:?}", start.elapsed());
+        task.abort();
+    }
+}
+
+/// A list whose watch expires at once, again and again (a busy resource whose consistent
+/// list outlasts the watch cache's window), relists ever more slowly, as client-go's
+/// reflector: a list that completes does not reset the backoff.
+#[tokio::test(start_paused = true)]
+async fn relists_that_expire_at_once_back_off_ever_longer() {
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        replies.extend([list_reply("5", &[]), failure_reply(410)]);
+    }
+    replies.extend([list_reply("5", &[]), watch_reply(&[])]);
+    let start = tokio::time::Instant::now();
+    let seen = notifications_of(replies, 9).await;
+    let mut want = ["ListStarted", "ListDone"].repeat(4);
+    want.push("Resumed");
+    assert_eq!(seen, want);
+    // 0.8 s, 1.6 s and 3.2 s at least (each jittered up to as much again); reset by each
+    // list, the three would take 2.4 to 4.8 s.
+    assert!(start.elapsed() >= Duration::from_millis(5600), "{:?}", start.elapsed());
 }
