@@ -56,6 +56,8 @@ pub struct KubeCluster {
     shadow: Option<Arc<crate::shadow::Shadow>>,
     /// How long one call may wait for its answer ([`CALL_TIMEOUT`]).
     call_timeout: Duration,
+    /// Never writes ([`read_only`](Self::read_only)).
+    read_only: bool,
 }
 
 /// How long a GET, LIST page, PATCH or DELETE may wait for the server's answer before it
@@ -109,6 +111,26 @@ impl KubeCluster {
             calls: Arc::default(),
             shadow: self.shadow.clone(),
             call_timeout: self.call_timeout,
+            read_only: self.read_only,
+        }
+    }
+
+    /// The same cluster, never writing: a PATCH or DELETE fails unsent and an event is
+    /// dropped. For kubectl-gc, which runs with its user's credentials and only reads: no
+    /// change to it can make it write with them.
+    pub fn read_only(mut self) -> KubeCluster {
+        self.read_only = true;
+        self
+    }
+
+    /// Fails a write of a [read-only](Self::read_only) cluster, before it is sent.
+    fn writable(&self, verb: &str) -> Result<(), ClusterError> {
+        match self.read_only {
+            false => Ok(()),
+            true => Err(ClusterError::Other {
+                code: 0,
+                message: format!("{verb} not sent: a read-only client (kubectl-gc) never writes"),
+            }),
         }
     }
 
@@ -145,6 +167,7 @@ impl KubeCluster {
             calls,
             shadow: None,
             call_timeout: CALL_TIMEOUT,
+            read_only: false,
         }
     }
 
@@ -388,6 +411,7 @@ impl Cluster for KubeCluster {
             shadow.patch(resource, namespace, name, patch);
             return self.get(resource, namespace, name).await;
         }
+        self.writable("PATCH")?;
         self.wait_for_budget("PATCH").await;
         fenced("PATCH")?;
         self.calls.patch.fetch_add(1, Ordering::Relaxed);
@@ -414,6 +438,7 @@ impl Cluster for KubeCluster {
             shadow.delete(resource, namespace, name, options);
             return Ok(());
         }
+        self.writable("DELETE")?;
         self.wait_for_budget("DELETE").await;
         fenced("DELETE")?;
         self.calls.delete.fetch_add(1, Ordering::Relaxed);
@@ -447,6 +472,9 @@ impl Cluster for KubeCluster {
     fn record_event(&self, event: WarningEvent) {
         if let Some(shadow) = &self.shadow {
             shadow.event(&event);
+            return;
+        }
+        if self.read_only {
             return;
         }
         // Never waits: queued for the recorder's own task and budget.
@@ -545,6 +573,23 @@ mod tests {
         assert_eq!(c.resource_for(job), Ok(jobs), "batch/v1 failed: kept");
         c.set_mapper(mapper(&[&pods()]), &["apps/v1".to_owned()].into());
         assert!(matches!(c.resource_for(job), Err(ClusterError::NoMapping(_))), "answered");
+    }
+
+    /// A read-only cluster (kubectl-gc's) sends no PATCH, DELETE or event; it still reads.
+    #[tokio::test]
+    async fn a_read_only_cluster_never_writes() {
+        let (c, script) = cluster(vec![Reply::json(200, json_object("web", "7"), false)]);
+        let c = c.read_only().for_inspection();
+        let patch = Patch {
+            patch_type: PatchType::JsonMerge,
+            body: serde_json::json!({"metadata": {"finalizers": null}}),
+        };
+        assert!(is_other(&c.patch(&pods(), "ns", "web", &patch).await));
+        let options = DeleteOptions::default();
+        assert!(is_other(&c.delete(&pods(), "ns", "web", &options).await));
+        assert!(script.requests().is_empty(), "{:?}", script.requests());
+        assert!(c.get(&pods(), "ns", "web").await.is_ok());
+        assert_eq!(script.requests().len(), 1);
     }
 
     #[tokio::test]

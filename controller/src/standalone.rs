@@ -77,7 +77,8 @@ impl Snapshot {
             crate::flags::DEFAULT_IGNORED_RESOURCES.split(',').map(str::to_owned).collect();
         let discovered = discovery::discover(&client, &ignored).await?;
         check(&discovered).map_err(anyhow::Error::msg)?;
-        let cluster = KubeCluster::new(client.clone(), 50.0, 100);
+        // Read-only: the plugin runs with its user's credentials, and never writes.
+        let cluster = KubeCluster::new(client.clone(), 50.0, 100).read_only();
         cluster.set_mapper(discovered.mapper.clone(), &BTreeSet::new());
         cluster.set_aggregated(discovered.aggregated.clone());
         let graph = Arc::new(Graph::new(64)?);
