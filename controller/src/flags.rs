@@ -30,9 +30,9 @@ const _: () =
 
 /// kube-gc: the Kubernetes garbage collector (ownerReference cascading deletion).
 ///
-/// Run kube-controller-manager with `--controllers=*,-garbage-collector-controller` (the
-/// controller's canonical name since v1.28; `garbagecollector` before, still accepted as an
-/// alias) and this in its place.
+/// Run kube-controller-manager with `--controllers=*,-garbagecollector` (the controller's
+/// name up to v1.27, still an alias after; `-garbage-collector-controller` only from v1.28,
+/// and refused before) and this in its place.
 #[derive(Parser, Debug, Clone)]
 // A flag given twice takes its last value, as kube-controller-manager's (pflag) do, so that an
 // overlay can append to a Deployment's arguments.
@@ -338,6 +338,13 @@ impl Flags {
                 self.kube_api_burst, self.kube_api_qps
             ));
         }
+        if self.initial_sync_timeout.is_zero() {
+            return Err(
+                "--initial-sync-timeout must be more than zero: at zero, orphanings and foreground \
+                 deletions would go ahead before any dependent was listed"
+                    .into(),
+            );
+        }
         if self.resync_period < MIN_RESYNC_PERIOD {
             return Err(format!(
                 "--resync-period must be at least 1s (discovery runs this often), got {:?}",
@@ -368,6 +375,14 @@ impl Flags {
         if let Some(bad) = self.gc_ignored_resources.iter().find(|r| !is_resource_key(r.trim())) {
             return Err(format!(
                 "--gc-ignored-resources takes resource.group names (core group: resource), lower case, comma-separated, such as {DEFAULT_IGNORED_RESOURCES}; got {bad:?}"
+            ));
+        }
+        // Upstream's rule: a rule that is not a prefix ending in `*` is matched exactly, so a
+        // `*` elsewhere would never match, silently.
+        let paths = self.authorization_always_allow_paths.iter().map(|p| p.trim());
+        if let Some(bad) = paths.into_iter().find(|p| p.trim_end_matches('*').contains('*')) {
+            return Err(format!(
+                "--authorization-always-allow-paths: only a trailing * is allowed, got {bad:?}"
             ));
         }
         if self.absent_owner_cache_size == 0 {
@@ -420,6 +435,17 @@ impl Flags {
         {
             return Err(
                 "--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"
+                    .into(),
+            );
+        }
+        // kube-controller-manager's own Lease: held by kube-gc, every other controller would
+        // stop; held by kube-controller-manager, kube-gc would never start.
+        if self.leader_elect_resource_name == "kube-controller-manager"
+            && self.leader_elect_resource_namespace == "kube-system"
+        {
+            return Err(
+                "--leader-elect-resource-name=kube-controller-manager in kube-system is kube-controller-manager's own Lease: \
+                 kube-gc needs one of its own (the default, kube-gc)"
                     .into(),
             );
         }

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::http::DebugState;
 
 /// The deepest tree served (deeper chains are cut, and say so by having no children).
-const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// The query's value of `key`, if given once or more (the first).
 fn param(query: &str, key: &str) -> Option<String> {

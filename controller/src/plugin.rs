@@ -70,7 +70,7 @@ pub enum Command {
         /// The object.
         #[command(flatten)]
         target: Target,
-        /// Levels shown each way.
+        /// Levels shown each way (at most 64, as the debug endpoint's).
         #[arg(long, default_value_t = 16)]
         depth: usize,
     },
@@ -230,8 +230,9 @@ pub async fn answer(args: &Args, snapshot: &Snapshot, namespace: &str) -> Result
         }
         Command::Tree { target, depth } => {
             let uid = target.resolve(snapshot, namespace)?;
-            let (up, down) = kube_gc_engine::inspect::tree(graph, uid, *depth)
-                .ok_or("the object is not in the graph")?;
+            let (up, down) =
+                kube_gc_engine::inspect::tree(graph, uid, (*depth).min(crate::inspect::MAX_DEPTH))
+                    .ok_or("the object is not in the graph")?;
             serde_json::json!({"up": tree_json(&up), "down": tree_json(&down)})
         }
     };

@@ -105,6 +105,18 @@ fn leader_election_periods_follow_client_go() {
     }
     refused(&["--leader-elect-resource-name="], "must not be empty");
     refused(&["--leader-elect-resource-namespace="], "must not be empty");
+    refused(&["--leader-elect-resource-name=kube-controller-manager"], "own Lease");
+    let elsewhere = ["--leader-elect-resource-name=kube-controller-manager"];
+    let f = Flags::parse_from(
+        [&["kube-gc", "--leader-elect-resource-namespace=gc"], &elsewhere[..]].concat(),
+    );
+    assert!(f.validate().is_ok(), "another namespace's Lease of that name is kube-gc's own");
+    let f = Flags::parse_from(["kube-gc", "--authorization-always-allow-paths=/healthz,/a*b"]);
+    assert!(f.validate().expect_err("inner *").contains("only a trailing *"));
+    let f = Flags::parse_from(["kube-gc", "--authorization-always-allow-paths=/healthz,/debug/*"]);
+    assert!(f.validate().is_ok());
+    let f = Flags::parse_from(["kube-gc", "--initial-sync-timeout=0s"]);
+    assert!(f.validate().expect_err("zero").contains("--initial-sync-timeout"));
     let f = Flags::parse_from([
         "kube-gc",
         "--leader-elect-renew-deadline=8500ms",
