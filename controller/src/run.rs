@@ -155,7 +155,8 @@ impl Controller {
         if flags.dry_run {
             metrics.set_dry_run();
         }
-        // Eight chunks of up to `--batch-size` notifications (32k objects by default) keep the
+        // Eight chunks of up to 500 notifications (a list page; watchers cut their batches
+        // there, whatever `--batch-size`) keep the
         // graph builder fed while it applies a batch; a deeper queue only held more decoded
         // metadata in memory ahead of the graph (64 chunks: 270 → 246 B of peak RSS per object
         // at 1M objects, time and CPU unchanged; docs/performance-log.md, "A shorter queue ahead
