@@ -351,6 +351,11 @@ impl Controller {
                     let _ = handle.await;
                     tx.send(WatcherMsg::Stopped(stopped)).await
                 });
+                // Gone from discovery (not restarted at another version): its series goes too,
+                // or every CRD ever removed would stay exported.
+                if !wanted.contains_key(&key) {
+                    self.metrics.forget_warmup_seconds(&key);
+                }
                 removed.push(key);
             }
         }

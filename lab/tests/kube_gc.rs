@@ -349,17 +349,8 @@ impl JustDiscovered {
         })
         .await;
 
-        let crd: CustomResourceDefinition = serde_json::from_value(json!({
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {
-                "group": "example.com", "scope": "Namespaced",
-                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": true, "storage": true}]
-            }
-        }))
-        .unwrap();
         let crd = Api::<CustomResourceDefinition>::all(c.clone())
-            .create(&PostParams::default(), &crd)
+            .create(&PostParams::default(), &widget_crd())
             .await
             .unwrap();
         // Once kube-gc has seen the CRD (its watch and the owner's are separate streams, and a
@@ -384,6 +375,43 @@ impl JustDiscovered {
         widgets.create(&PostParams::default(), &widget).await.unwrap();
         JustDiscovered { gc, cms, widgets }
     }
+}
+
+/// The CustomResourceDefinition of Widgets (`widgets.example.com`, namespaced, v1).
+fn widget_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]
+        }
+    }))
+    .unwrap()
+}
+
+/// A custom resource kube-gc watched, whose CustomResourceDefinition is deleted, leaves
+/// `kube_gc_warmup_seconds` with its watcher: the series of every CRD ever removed would
+/// otherwise stay exported for the process's life.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_custom_resource_leaves_the_metrics() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let sim = start().await;
+    let c = client(&sim).await;
+    let gc = Gc::start_with(&sim, &["--resync-period", "1s"]).await;
+    let crds = Api::<CustomResourceDefinition>::all(c.clone());
+    crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
+    let series = r#"kube_gc_warmup_seconds{resource="widgets.example.com"}"#;
+    let exported = || async {
+        let response = debug_get(&gc, "/metrics").await;
+        let body = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
+        String::from_utf8_lossy(&body).contains(series)
+    };
+    eventually("the custom resource's watcher has listed", exported).await;
+    crds.delete("widgets.example.com", &DeleteParams::default()).await.unwrap();
+    eventually("its series is gone", || async { !exported().await }).await;
+    gc.stop().await;
 }
 
 /// Asserts that `sim`'s audit records `what` (the first record that `matches`) before the

@@ -112,6 +112,12 @@ impl Metrics {
         self.warmup_seconds.lock().expect("metrics lock").insert(resource.to_owned(), seconds);
     }
 
+    /// Drops `resource`'s [`set_warmup_seconds`](Self::set_warmup_seconds): it is no longer
+    /// watched.
+    pub fn forget_warmup_seconds(&self, resource: &str) {
+        self.warmup_seconds.lock().expect("metrics lock").remove(resource);
+    }
+
     /// How long each synced resource took to list, by resource.
     pub fn warmup_seconds(&self) -> BTreeMap<String, f64> {
         self.warmup_seconds.lock().expect("metrics lock").clone()
