@@ -177,15 +177,16 @@ pub struct Flags {
     )]
     pub watcher_catch_up_timeout: Duration,
 
-    /// Most distinct UIDs that are not UUIDs held at once (any writer of ownerReferences can
-    /// invent them); past it, a reference naming a new one is held as unrepresentable (its
+    /// Most distinct UIDs that are not UUIDs this process holds, counted over its life (they
+    /// are never released; any writer of ownerReferences can invent them); past it, a reference naming a new one is held as unrepresentable (its
     /// object stays in the graph; no decision goes past that reference), counted in
     /// `kube_gc_unrepresentable_owner_references_total`.
     #[arg(long, default_value_t = kube_gc_engine::identity::DEFAULT_MAX_INTERNED_UIDS)]
     pub max_non_uuid_uids: usize,
 
-    /// Most distinct apiVersion and kind strings, and pairs of them, held (any writer of
-    /// ownerReferences can invent them; every type the cluster serves is held regardless);
+    /// Most distinct apiVersion and kind strings, and pairs of them, held, counted over the
+    /// process's life, served types included (never released; any writer of ownerReferences
+    /// can invent them; every type the cluster serves is held regardless, even past it);
     /// past it, a reference naming a new one, or a string longer than 317 bytes, is held under
     /// one type no server serves (its object stays in the graph; no decision goes past that
     /// reference, as upstream's REST mapping fails on it), counted in
