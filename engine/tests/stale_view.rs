@@ -15,7 +15,9 @@
 //! The oracle ([`judge`]) sees every call as the cluster serves it, under the same state: a
 //! call the server refuses (a precondition, a 404) is no write; every other DELETE or PATCH must
 //! be one upstream's `attemptToDeleteItem` / `attemptToOrphan` would make reading the live
-//! object and its live owners then. Two inputs of upstream's decisions are its graph, not live
+//! object and its live owners then. What the collector remembers of a write depends on its
+//! answer, which the oracle sees through [`Served`]: an orphaning counts once its finalizer
+//! removal is answered with success. Two inputs of upstream's decisions are its graph, not live
 //! state, and are taken from the collector's graph here, as upstream takes them from its own
 //! (lagging) one: how many dependents an item has (Foreground when an owner waits), and which
 //! dependents block or are to be orphaned (a dependent not observed yet cannot be waited for:
@@ -36,7 +38,9 @@ use std::sync::{Arc, Mutex};
 
 use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
-use kube_gc_engine::cluster::{Cluster, DeleteOptions, PropagationPolicy, Resource};
+use kube_gc_engine::cluster::{
+    Cluster, ClusterError, DeleteOptions, Patch, PropagationPolicy, Resource,
+};
 use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
@@ -144,9 +148,14 @@ struct Verdicts {
     user: AtomicBool,
     /// Writes upstream would not have made.
     violations: Mutex<Vec<String>>,
-    /// UIDs of owners whose `orphan` finalizer the collector removed, each with its
+    /// UIDs of owners whose `orphan` finalizer the collector's PATCH removed, answered with
+    /// success (so the collector knows its orphaning ended by its hand), each with its
     /// deletionTimestamp.
     orphaned: Mutex<HashMap<String, Option<i64>>>,
+    /// Finalizer removals of orphanings judged and not yet answered, by the object they write
+    /// ([`call_key`]): the owner's UID and deletionTimestamp. The answer ([`Served`]) says
+    /// whether the owner joins `orphaned`.
+    finishing: Mutex<HashMap<CallKey, (String, Option<i64>)>>,
     /// Set while the graph lags the cluster (events pending when the workers run).
     lagging: AtomicBool,
     /// The resources whose watcher is broken ([`Op::Break`]).
@@ -166,12 +175,49 @@ impl Verdicts {
     }
 }
 
+/// The object a call addresses: (resource, namespace, name).
+type CallKey = (String, String, String);
+
+fn call_key(resource: &Resource, namespace: &str, name: &str) -> CallKey {
+    (resource.resource.clone(), namespace.to_owned(), name.to_owned())
+}
+
+/// The cluster as the collector sees it: the [`MemoryCluster`], whose hook judges each call
+/// before it is served, and the answer the collector gets. The oracle judges a write before it
+/// is served, but what the collector remembers of it depends on the answer: an orphaning whose
+/// finalizer removal the server refuses (or whose answer is lost) is forgotten by the collector
+/// (see `OrphanedOwners`), so the oracle remembers it only once the PATCH is answered with
+/// success.
+struct Served {
+    inner: Arc<MemoryCluster>,
+    verdicts: Arc<Verdicts>,
+}
+
+impl Cluster for Served {
+    support::forward_to!(inner: resource_for, consistent_lists, get, list_page, delete, record_event);
+
+    async fn patch(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        p: &Patch,
+    ) -> Result<ObjectMeta, ClusterError> {
+        let answer = self.inner.patch(r, ns, name, p).await;
+        let finishing = self.verdicts.finishing.lock().unwrap().remove(&call_key(r, ns, name));
+        if let (Ok(_), Some((uid, deleted_at))) = (&answer, finishing) {
+            self.verdicts.orphaned.lock().unwrap().insert(uid, deleted_at);
+        }
+        answer
+    }
+}
+
 /// The world: the cluster, the graph fed with lag, the collector.
 struct World {
     cluster: Arc<MemoryCluster>,
     ingester: Ingester,
     changes: Arc<GraphChanges>,
-    collector: Collector<MemoryCluster>,
+    collector: Collector<Served>,
     verdicts: Arc<Verdicts>,
     /// Events not yet delivered to the graph, oldest first.
     pending: Vec<Event>,
@@ -187,9 +233,11 @@ impl World {
         cluster.register(slot_resource(3));
         cluster.register_custom(slot_resource(7));
         let graph = Arc::new(Graph::new(4).unwrap());
+        let verdicts = Arc::new(Verdicts::default());
+        let served = Arc::new(Served { inner: cluster.clone(), verdicts: verdicts.clone() });
         let (collector, changes) = support::immediate_collector(
             &graph,
-            &cluster,
+            &served,
             CollectorOptions {
                 skip_observed_verification: true,
                 early_collection: false,
@@ -198,7 +246,6 @@ impl World {
                 bulk_absence_proof: true,
             },
         );
-        let verdicts = Arc::new(Verdicts::default());
         let (v, g) = (verdicts.clone(), graph.clone());
         cluster.on_call(move |cluster, call| {
             if !v.user.load(Ordering::SeqCst) {
@@ -519,7 +566,7 @@ fn judge(cluster: &MemoryCluster, graph: &Graph, verdicts: &Verdicts, call: &Cal
             } else {
                 "unblock references"
             });
-            judge_patch(cluster, graph, verdicts, &live, &next)
+            judge_patch(cluster, graph, verdicts, call, &live, &next)
         }
     };
     if let Err(why) = verdict {
@@ -642,6 +689,7 @@ fn judge_patch(
     cluster: &MemoryCluster,
     graph: &Graph,
     verdicts: &Verdicts,
+    call: &Call,
     item: &ObjectMeta,
     next: &ObjectMeta,
 ) -> Result<(), String> {
@@ -680,7 +728,10 @@ fn judge_patch(
                     d.meta.name
                 ));
             }
-            verdicts.orphaned.lock().unwrap().insert(item.uid.clone(), item.deletion_time);
+            // Remembered once the collector is answered that it took effect ([`Served`]).
+            let key = call_key(&call.resource, &call.namespace, &call.name);
+            let owner = (item.uid.clone(), item.deletion_time);
+            verdicts.finishing.lock().unwrap().insert(key, owner);
         } else {
             let blocking =
                 dependents.iter().filter(|d| d.reference.block_owner_deletion == Some(true));
@@ -899,4 +950,71 @@ fn a_foreground_cycle_is_unblocked_only_as_upstream_would() {
     let judged = world.verdicts.judged.lock().unwrap().clone();
     assert!(judged.contains_key("unblock references"), "{judged:?}");
     assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
+}
+
+/// An owner deleted with `orphan` whose orphaning fails: `fault` answers the collector's
+/// PATCH that removes the finalizer. Its dependent is created meanwhile and reaches the graph
+/// only after the orphaning. Returns the world, the owner still to be let go when the fault
+/// left it.
+fn a_failed_orphaning(
+    fault: impl Fn(&MemoryCluster, &Call) -> Option<ClusterError> + Send + Sync + 'static,
+) -> World {
+    let mut world = World::new();
+    world.apply(&Op::Create { slot: 0, owners: vec![] });
+    world.apply(&Op::Delete { slot: 0, policy: 3 });
+    world.apply(&Op::Deliver { n: 0 });
+    world.apply(&Op::Create { slot: 3, owners: vec![(0, false)] });
+    let fired = Arc::new(AtomicBool::new(false));
+    let once = fired.clone();
+    // Added after the oracle's hook: the oracle judges the PATCH, then the fault answers it.
+    world.cluster.on_call(move |cluster, call| {
+        let removal = matches!(call.request, Request::Patch(_)) && call.name == slot_name(0);
+        (removal && !once.swap(true, Ordering::SeqCst)).then(|| fault(cluster, call)).flatten()
+    });
+    for _ in 0..10 {
+        if fired.load(Ordering::SeqCst) {
+            break;
+        }
+        world.work_one();
+    }
+    assert!(fired.load(Ordering::SeqCst), "the orphaning's PATCH was not made");
+    let violations = world.verdicts.violations.lock().unwrap().clone();
+    assert!(violations.is_empty(), "{violations:#?}");
+    world
+}
+
+/// A finalizer removal the server refuses is no orphaning: the collector forgets the owner,
+/// and once the user lets it go (deleting it again in the background), the dependent the graph
+/// did not hold is upstream's to collect. An oracle that remembered the owner when it judged
+/// the PATCH would forbid that delete.
+#[test]
+fn an_orphaning_the_server_refuses_is_not_remembered() {
+    let mut world = a_failed_orphaning(|_, _| {
+        Some(ClusterError::Other { code: 500, message: "etcdserver: request timed out".into() })
+    });
+    assert!(world.object(0).is_some_and(|o| o.has_finalizer(ORPHAN)), "refused, not applied");
+    world.apply(&Op::Delete { slot: 0, policy: 1 });
+    assert!(world.object(0).is_none(), "let go by its user");
+    run_in(&mut world, &[Op::Deliver { n: 0 }, Op::Work { n: 5 }]).unwrap();
+    assert!(world.verdicts.orphaned.lock().unwrap().is_empty());
+    assert!(world.object(3).is_none(), "the dependent of an owner let go by its user stays");
+}
+
+/// A finalizer removal applied whose answer is lost: the collector, not knowing it ended by its
+/// hand, forgets the owner (see `OrphanedOwners`) and falls back to upstream, which collects
+/// the dependent it did not hold. The removal took effect, but the memory the oracle holds the
+/// collector to is the collector's: only an answered removal is remembered.
+#[test]
+fn an_orphaning_whose_answer_is_lost_is_not_remembered() {
+    let mut world = a_failed_orphaning(|cluster, call| {
+        let Request::Patch(patch) = &call.request else { return None };
+        cluster.update_object(&call.resource, &call.namespace, &call.name, |m| {
+            apply_patch(m, patch).unwrap();
+        });
+        Some(ClusterError::Other { code: 0, message: "connection reset by peer".into() })
+    });
+    assert!(world.object(0).is_none(), "applied: the owner went");
+    run_in(&mut world, &[Op::Deliver { n: 0 }, Op::Work { n: 5 }]).unwrap();
+    assert!(world.verdicts.orphaned.lock().unwrap().is_empty());
+    assert!(world.object(3).is_none(), "collected, as upstream collects it");
 }
