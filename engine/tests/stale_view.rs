@@ -626,17 +626,9 @@ fn judge_delete(
     if classes.contains(&Class::Solid) {
         return Err(format!("a live owner holds it: {classes:?}"));
     }
-    // Beyond upstream: the memory of orphaned owners keeps a dependent whose owners the
-    // collector orphaned, all gone, created no later than their deletion and the margin (their
-    // references go instead).
-    let orphaned = verdicts.orphaned.lock().unwrap();
-    let kept_by_orphaning = item.owner_references.iter().zip(&classes).all(|(r, class)| {
-        let deleted_at = orphaned.get(&r.uid);
-        *class == Class::Dangling
-            && deleted_at.is_some_and(|d| !created_after(item.creation_time, *d))
-    });
-    drop(orphaned);
-    if kept_by_orphaning {
+    // Beyond upstream: the memory of orphaned owners keeps such a dependent (its references go
+    // instead).
+    if kept_by_orphaning(verdicts, item, &classes) {
         return Err("deleted a dependent the memory of its orphaned owners keeps".into());
     }
     // Upstream counts the item's dependents in its graph.
@@ -661,6 +653,18 @@ fn judge_delete(
         ));
     }
     Ok(())
+}
+
+/// Whether the memory of orphaned owners keeps `item`, whose references are classified as
+/// `classes` (in order): every owner is one the collector orphaned, gone, and `item` was created
+/// no later than each one's deletion and the margin. Its references then go, all of them, in one
+/// patch (see `OrphanedOwners`); upstream would delete it.
+fn kept_by_orphaning(verdicts: &Verdicts, item: &ObjectMeta, classes: &[Class]) -> bool {
+    let orphaned = verdicts.orphaned.lock().unwrap();
+    item.owner_references.iter().zip(classes).all(|(r, class)| {
+        *class == Class::Dangling
+            && orphaned.get(&r.uid).is_some_and(|d| !created_after(item.creation_time, *d))
+    })
 }
 
 /// One reference of a live dependent to an owner.
@@ -777,21 +781,31 @@ fn judge_patch(
     let classes: Vec<Class> =
         item.owner_references.iter().map(|r| classify(cluster, item, r)).collect();
     let has_solid = classes.contains(&Class::Solid);
+    // The memory of orphaned owners removes references on its own only from an object it keeps
+    // as a whole (every owner orphaned and gone, none deleted before the object was created),
+    // and then removes them all: one orphaned owner gone beside another owner is upstream's to
+    // decide.
+    let kept = kept_by_orphaning(verdicts, item, &classes);
+    let mut by_orphaning = false;
     for r in &removed {
         let class = classify(cluster, item, r);
         let owner_orphaning = owner_being_orphaned(cluster, item, r);
-        // The memory of orphaned owners removes a reference only once its owner is gone, and
-        // only from an object created no later than the owner's deletion and the margin.
-        let deleted_at = verdicts.orphaned.lock().unwrap().get(&r.uid).copied();
-        let orphaned_and_gone = class == Class::Dangling
-            && deleted_at.is_some_and(|d| !created_after(item.creation_time, d));
-        let ok = (has_solid && class != Class::Solid) || owner_orphaning || orphaned_and_gone;
-        if !ok {
+        if (has_solid && class != Class::Solid) || owner_orphaning {
+            continue; // upstream's RemoveReferences, or its orphanDependents
+        }
+        if !kept {
             return Err(format!(
-                "removed a reference to {} ({class:?}; solid owner left: {has_solid}, being orphaned: {owner_orphaning})",
+                "removed a reference to {} ({class:?}; solid owner left: {has_solid}, being orphaned: {owner_orphaning}, every owner orphaned and gone: {kept})",
                 r.name
             ));
         }
+        by_orphaning = true;
+    }
+    if by_orphaning && !next.owner_references.is_empty() {
+        return Err(format!(
+            "removed only some references to orphaned owners, all gone: {:?} -> {:?}",
+            item.owner_references, next.owner_references
+        ));
     }
     let unblocked = next.owner_references.iter().any(|n| {
         n.block_owner_deletion == Some(false)
@@ -892,6 +906,8 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     let (mut proven, mut deletes_after_proofs) = (0, 0);
     // Orphanings and foreground deletions held while a watcher was down.
     let (mut held, mut held_foreground) = (0, 0);
+    // References removed by the memory of orphaned owners (dependents seen too late).
+    let mut late_orphans = 0;
     for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
         let mut world = World::new();
@@ -899,6 +915,7 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
         let by_list = world.collector.stats().proven_absent.load(Ordering::Relaxed);
         let stats = world.collector.stats();
         held += stats.orphans_held_for_watchers.load(Ordering::Relaxed);
+        late_orphans += stats.late_orphans.load(Ordering::Relaxed);
         held_foreground += stats.foreground_deletions_held_for_watchers.load(Ordering::Relaxed);
         proven += by_list;
         for (kind, (n, lagging)) in world.verdicts.judged.lock().unwrap().iter() {
@@ -917,6 +934,10 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     assert!(proven > 0 && deletes_after_proofs > 0, "no history proved an owner absent by a list");
     assert!(held > 0, "no history held an orphaning for a broken watch");
     assert!(held_foreground > 0, "no history held a foreground deletion for a broken watch");
+    eprintln!("references removed by the memory of orphaned owners: {late_orphans}");
+    // Too rare for this budget (about one history in 4,000 reaches it):
+    // `a_dependent_of_two_orphaned_owners_seen_late_loses_both_references` and the tests after
+    // it drive it on purpose.
     for kind in [
         "delete background",
         "delete foreground",
@@ -1017,4 +1038,79 @@ fn an_orphaning_whose_answer_is_lost_is_not_remembered() {
     run_in(&mut world, &[Op::Deliver { n: 0 }, Op::Work { n: 5 }]).unwrap();
     assert!(world.verdicts.orphaned.lock().unwrap().is_empty());
     assert!(world.object(3).is_none(), "collected, as upstream collects it");
+}
+
+/// The references the memory of orphaned owners removed, and the dependents that memory left
+/// to upstream (created after an orphaned owner's deletion), in `world`.
+fn late_orphans(world: &World) -> (u64, u64) {
+    let stats = world.collector.stats();
+    let late = stats.late_orphans.load(Ordering::Relaxed);
+    (late, stats.created_after_orphaning.load(Ordering::Relaxed))
+}
+
+/// The memory of orphaned owners, which random histories reach about once in 4,000: a Pod
+/// created while its two owners were being deleted with `orphan`, and seen only after both
+/// orphanings (upstream's race, #26120), has both references removed, in one patch, where
+/// upstream would collect it.
+#[test]
+fn a_dependent_of_two_orphaned_owners_seen_late_loses_both_references() {
+    let mut world = World::new();
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 1, owners: vec![] },
+        Op::Delete { slot: 0, policy: 3 },
+        Op::Delete { slot: 1, policy: 3 },
+        Op::Deliver { n: 0 },
+        Op::Create { slot: 3, owners: vec![(0, false), (1, false)] },
+        Op::Work { n: 4 },
+        Op::Deliver { n: 0 },
+        Op::Work { n: 5 },
+    ];
+    run_in(&mut world, &history).unwrap();
+    let pod = world.object(3).expect("orphaned, not collected");
+    assert!(pod.owner_references.is_empty(), "{pod:?}");
+    assert_eq!(late_orphans(&world), (2, 0));
+    assert_eq!(world.verdicts.judged.lock().unwrap().get("remove references"), Some(&(1, 0)));
+}
+
+/// One orphaned owner gone beside a dependent's other owner, one that never existed: the
+/// memory leaves the dependent to upstream, which collects it (its owners are all absent).
+#[test]
+fn an_orphaned_owner_beside_a_never_existing_one_is_left_to_upstream() {
+    let mut world = World::new();
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Delete { slot: 0, policy: 3 },
+        Op::Deliver { n: 0 },
+        Op::Create { slot: 3, owners: vec![(0, false), (2, false)] },
+        Op::Work { n: 4 },
+        Op::Deliver { n: 0 },
+        Op::Work { n: 5 },
+    ];
+    run_in(&mut world, &history).unwrap();
+    assert!(world.object(3).is_none(), "the dependent of absent owners stays");
+    assert_eq!(late_orphans(&world), (0, 0));
+}
+
+/// A dependent created past the margin after one of its orphaned owners was deleted (and no
+/// later than the other's deletion): the memory keeps none of it, and upstream collects it.
+#[test]
+fn a_dependent_created_after_one_orphaned_owners_deletion_is_left_to_upstream() {
+    let mut world = World::new();
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 1, owners: vec![] },
+        Op::Delete { slot: 1, policy: 3 },
+        Op::Tick,
+        Op::Tick,
+        Op::Delete { slot: 0, policy: 3 },
+        Op::Deliver { n: 0 },
+        Op::Create { slot: 3, owners: vec![(0, false), (1, false)] },
+        Op::Work { n: 4 },
+        Op::Deliver { n: 0 },
+        Op::Work { n: 5 },
+    ];
+    run_in(&mut world, &history).unwrap();
+    assert!(world.object(3).is_none(), "the dependent of absent owners stays");
+    assert_eq!(late_orphans(&world), (0, 1));
 }

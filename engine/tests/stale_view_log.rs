@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, Weak};
 
 use futures::FutureExt;
@@ -722,6 +723,15 @@ fn judge_patch(
     let not_solid_under = |uid: &str| {
         classes.iter().any(|(u, c)| u == uid && matches!(c, Class::Dangling | Class::Waiting))
     };
+    // Beyond upstream, the memory of orphaned owners removes references on its own only from
+    // an object whose every owner the collector orphaned, gone, none deleted before the object
+    // was created (past the margin), and then removes them all, in one patch: one orphaned
+    // owner gone beside another owner leaves the object to upstream's decision.
+    let kept_by_orphaning = classes.iter().all(|(uid, c)| {
+        *c == Class::Dangling
+            && orphaned.get(uid).is_some_and(|&d| !created_after(live.creation_time, d))
+    });
+    let mut by_orphaning = false;
     for (r, (_, class)) in live.owner_references.iter().zip(&classes) {
         if count(next, &r.uid) == count(live, &r.uid) {
             // Kept: only unblocking a reference to a waiting owner may change it. References
@@ -756,15 +766,22 @@ fn judge_patch(
         let dangling_beside_solid = not_solid_under(&r.uid)
             && has_solid
             && classes.iter().all(|(_, c)| *c != Class::Invalid);
-        // The memory of orphaned owners removes a reference only once its owner is gone.
-        let orphaned_and_gone = class == Class::Dangling
-            && orphaned.get(&r.uid).is_some_and(|&d| !created_after(live.creation_time, d));
-        if !dangling_beside_solid && !is_orphaning(state, r) && !orphaned_and_gone {
+        if dangling_beside_solid || is_orphaning(state, r) {
+            continue; // upstream's RemoveReferences, or its orphanDependents
+        }
+        if !kept_by_orphaning {
             return Some(format!(
-                "patch removes the {class:?} reference to {} (a solid owner: {has_solid})",
+                "patch removes the {class:?} reference to {} (a solid owner: {has_solid}; every owner orphaned and gone: false)",
                 r.uid
             ));
         }
+        by_orphaning = true;
+    }
+    if by_orphaning && !next.owner_references.is_empty() {
+        return Some(format!(
+            "patch removes only some references of an object whose owners were all orphaned and gone, leaving {:?}",
+            next.owner_references
+        ));
     }
     for f in &next.finalizers {
         if !live.has_finalizer(f) {
@@ -1992,6 +2009,8 @@ fn the_histories_reach_changes_during_items_and_relists() {
     let strategy = prop::collection::vec(op(), 1..40);
     let (mut writes_after_changes, mut races, mut other_items, mut relist_deletes) = (0, 0, 0, 0);
     let (mut graph_moves, mut graph_races, mut other_proofs) = (0, 0, 0);
+    // References removed by the memory of orphaned owners (dependents seen too late).
+    let mut late_orphans = 0;
     let mut by_kind: BTreeMap<&'static str, usize> = BTreeMap::new();
     for _ in 0..5000 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
@@ -2007,19 +2026,24 @@ fn the_histories_reach_changes_during_items_and_relists() {
             *by_kind.entry(kind).or_default() += n;
         }
         relist_deletes += world.watchers.lock().relist_deletes;
+        late_orphans += world.collector().stats().late_orphans.load(Ordering::Relaxed);
     }
     eprintln!(
         "writes right after a change: {writes_after_changes}; accepted as races: {races} \
          ({graph_races} on an earlier view of the graph); other workers' items: {other_items}; \
          rounds of proofs inside an item: {other_proofs}; \
          deliveries moving the graph during an item: {graph_moves}; deletes from relists: \
-         {relist_deletes}; writes after a change during their item: {by_kind:?}"
+         {relist_deletes}; writes after a change during their item: {by_kind:?}; references \
+         removed by the memory of orphaned owners: {late_orphans}"
     );
     assert!(writes_after_changes > 0, "no write right after a change during its item");
     assert!(other_items > 0, "no other worker's item ran inside an item");
     assert!(graph_moves > 0, "no delivery moved the graph during an item");
     assert!(other_proofs > 0, "no round of proofs ran inside an item");
     assert!(relist_deletes > 0, "no relist made a delete");
+    // Too rare for this budget (none of these 5,000 histories reaches it):
+    // `a_dependent_of_two_orphaned_owners_seen_late_loses_both_references` and the tests after
+    // it drive it on purpose.
     for kind in [
         "delete background",
         "delete foreground",
@@ -2133,4 +2157,75 @@ fn an_orphaning_ends_when_its_owner_went_and_a_node_names_it() {
     for early in [false, true] {
         run(&ops, early).unwrap();
     }
+}
+
+/// The references the memory of orphaned owners removed, and the dependents it left to
+/// upstream (created after an orphaned owner's deletion), in `world`.
+fn late_orphans(world: &World) -> (u64, u64) {
+    let stats = world.collector().stats();
+    let late = stats.late_orphans.load(Ordering::Relaxed);
+    (late, stats.created_after_orphaning.load(Ordering::Relaxed))
+}
+
+/// The memory of orphaned owners, which the random histories reach rarely (none in the
+/// coverage test's 5,000): a Pod of a Deployment and a ReplicaSet, both deleted with `orphan`,
+/// whose watch delivers only after both orphanings (upstream's race, #26120), has both
+/// references removed in one patch, where upstream would collect it.
+#[test]
+fn a_dependent_of_two_orphaned_owners_seen_late_loses_both_references() {
+    let ops = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 1, owners: vec![] },
+        Op::Create { slot: 3, owners: vec![(0, true, true), (1, false, true)] },
+        Op::Delete { slot: 0, policy: Some(PropagationPolicy::Orphan) },
+        Op::Delete { slot: 1, policy: Some(PropagationPolicy::Orphan) },
+        Op::DeliverResource { slot: 0, per_256: 255 },
+        Op::DeliverResource { slot: 1, per_256: 255 },
+        Op::Work { n: 2, orphan: true },
+    ];
+    let world = run_world(&ops, false).unwrap();
+    let pod = world.live(3).expect("orphaned, not collected");
+    assert!(pod.owner_references.is_empty(), "{pod:?}");
+    assert_eq!(late_orphans(&world), (2, 0));
+}
+
+/// One orphaned owner gone beside a never-used UID: the memory leaves the Pod to upstream,
+/// which collects it (its owners are all absent).
+#[test]
+fn an_orphaned_owner_beside_a_never_existing_one_is_left_to_upstream() {
+    let ops = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 3, owners: vec![(0, false, true), (2, false, false)] },
+        Op::Delete { slot: 0, policy: Some(PropagationPolicy::Orphan) },
+        Op::DeliverResource { slot: 0, per_256: 255 },
+        Op::Work { n: 1, orphan: true },
+    ];
+    let world = run_world(&ops, false).unwrap();
+    assert!(world.live(3).is_none(), "the Pod of absent owners stays");
+    assert_eq!(late_orphans(&world), (0, 0));
+}
+
+/// A Pod created past the margin after one of its orphaned owners was deleted (another
+/// controller's finalizer held that owner meanwhile), and no later than the other's deletion:
+/// the memory keeps none of it, and upstream collects it.
+#[test]
+fn a_dependent_created_after_one_orphaned_owners_deletion_is_left_to_upstream() {
+    let ops = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 1, owners: vec![] },
+        Op::Finalizer { slot: 1, add: true },
+        Op::Delete { slot: 1, policy: Some(PropagationPolicy::Orphan) },
+        Op::Deliver { per_256: 255 },
+        Op::Work { n: 1, orphan: true },
+        Op::Tick,
+        Op::Tick,
+        Op::Create { slot: 3, owners: vec![(0, false, true), (1, false, true)] },
+        Op::Delete { slot: 0, policy: Some(PropagationPolicy::Orphan) },
+        Op::DeliverResource { slot: 0, per_256: 255 },
+        Op::Work { n: 1, orphan: true },
+        Op::Finalizer { slot: 1, add: false },
+    ];
+    let world = run_world(&ops, false).unwrap();
+    assert!(world.live(3).is_none(), "the Pod of absent owners stays");
+    assert_eq!(late_orphans(&world), (0, 1));
 }
