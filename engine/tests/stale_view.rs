@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use futures::executor::block_on;
 use kube_gc_engine::GraphChanges;
 use kube_gc_engine::cluster::{
-    Cluster, ClusterError, DeleteOptions, Patch, PropagationPolicy, Resource,
+    Cluster, ClusterError, DeleteOptions, Patch, PatchType, PropagationPolicy, Resource,
 };
 use kube_gc_engine::collector::{Collector, CollectorOptions};
 use kube_gc_engine::{
@@ -163,6 +163,9 @@ struct Verdicts {
     /// Collector writes judged, by kind (see [`WriteKind`]), and how many of them while the
     /// graph lagged.
     judged: Mutex<BTreeMap<&'static str, (u64, u64)>>,
+    /// The collector's PATCHes that changed references and removed none (unblockings), judged:
+    /// the object's name and the patch's type.
+    unblockings: Mutex<Vec<(String, PatchType)>>,
 }
 
 impl Verdicts {
@@ -552,7 +555,7 @@ fn judge(cluster: &MemoryCluster, graph: &Graph, verdicts: &Verdicts, call: &Cal
         Request::Patch(patch) => {
             // Widgets are registered as a custom resource: no strategic merge.
             let custom = call.resource.group == "example.com";
-            if custom && patch.patch_type == kube_gc_engine::cluster::PatchType::StrategicMerge {
+            if custom && patch.patch_type == PatchType::StrategicMerge {
                 return; // 415: no write
             }
             let mut next = live.clone();
@@ -566,6 +569,12 @@ fn judge(cluster: &MemoryCluster, graph: &Graph, verdicts: &Verdicts, call: &Cal
             } else {
                 "unblock references"
             });
+            if next.owner_references.len() == live.owner_references.len()
+                && next.owner_references != live.owner_references
+            {
+                let unblocking = (live.name.clone(), patch.patch_type);
+                verdicts.unblockings.lock().unwrap().push(unblocking);
+            }
             judge_patch(cluster, graph, verdicts, call, &live, &next)
         }
     };
@@ -760,27 +769,27 @@ fn judge_patch(
     if next.owner_references == item.owner_references {
         return Ok(());
     }
+    let classes: Vec<Class> =
+        item.owner_references.iter().map(|r| classify(cluster, item, r)).collect();
+    let has_solid = classes.contains(&Class::Solid);
     let removed: Vec<&OwnerReference> = item
         .owner_references
         .iter()
         .filter(|r| !next.owner_references.iter().any(|n| n.uid == r.uid))
         .collect();
-    let kept_same = next.owner_references.iter().all(|n| {
-        item.owner_references.iter().any(|r| {
-            r.uid == n.uid
-                && OwnerReference { block_owner_deletion: n.block_owner_deletion, ..r.clone() }
-                    == *n
-        })
-    });
-    if !kept_same {
+    if removed.is_empty() {
+        return judge_unblocking(graph, call, item, next, &classes);
+    }
+    // References are removed by UID, every one with a removed UID; the others stay as they were,
+    // in the order upstream's patch leaves them.
+    let Request::Patch(patch) = &call.request else { unreachable!("judged as a PATCH") };
+    let removed_uids: Vec<&str> = removed.iter().map(|r| r.uid.as_str()).collect();
+    if next.owner_references != upstream_without(item, &removed_uids, patch.patch_type) {
         return Err(format!(
             "references rewritten: {:?} -> {:?}",
             item.owner_references, next.owner_references
         ));
     }
-    let classes: Vec<Class> =
-        item.owner_references.iter().map(|r| classify(cluster, item, r)).collect();
-    let has_solid = classes.contains(&Class::Solid);
     // The memory of orphaned owners removes references on its own only from an object it keeps
     // as a whole (every owner orphaned and gone, none deleted before the object was created),
     // and then removes them all: one orphaned owner gone beside another owner is upstream's to
@@ -807,25 +816,100 @@ fn judge_patch(
             item.owner_references, next.owner_references
         ));
     }
-    let unblocked = next.owner_references.iter().any(|n| {
-        n.block_owner_deletion == Some(false)
-            && item
-                .owner_references
-                .iter()
-                .any(|r| r.uid == n.uid && r.block_owner_deletion != Some(false))
-    });
-    if unblocked {
-        // Upstream unblocks to break a foreground cycle: no solid owner, a waiting one, and a
-        // dependent (in its graph) deleting its own dependents.
-        let cycle = graph
-            .dependents(Uid::parse(&item.uid))
-            .iter()
-            .any(|d| graph.node(d.uid).is_some_and(|n| n.deleting_dependents));
-        if has_solid || !classes.contains(&Class::Waiting) || !cycle {
-            return Err(format!("unblocked references outside a foreground cycle: {classes:?}"));
-        }
+    Ok(())
+}
+
+/// A PATCH that changes references and removes none: upstream's unblocking of a foreground
+/// cycle (GC-SPEC §3.2, §5.2), exactly. Upstream unblocks when no owner is solid, one waits for
+/// its dependents' deletion, and a dependent of the item (in its graph) is deleting its own;
+/// its strategic merge patch sets `blockOwnerDeletion: false` on every reference that has
+/// `true`, each copied in full, and leaves the rest as it is; where strategic merge is refused
+/// (a custom resource: 415), its JSON merge patch writes every reference back with
+/// `blockOwnerDeletion: false`.
+fn judge_unblocking(
+    graph: &Graph,
+    call: &Call,
+    item: &ObjectMeta,
+    next: &ObjectMeta,
+    classes: &[Class],
+) -> Result<(), String> {
+    let Request::Patch(patch) = &call.request else { unreachable!("judged as a PATCH") };
+    let custom = call.resource.group == "example.com";
+    if patch.patch_type == PatchType::JsonMerge && !custom {
+        return Err("unblocked by JSON merge a resource that takes strategic merge".into());
+    }
+    let want = upstream_unblocked(item, patch.patch_type);
+    if next.owner_references != want {
+        return Err(format!(
+            "references changed as upstream's unblocking would not: {:?} -> {:?}, upstream's gives {want:?}",
+            item.owner_references, next.owner_references
+        ));
+    }
+    let cycle = graph
+        .dependents(Uid::parse(&item.uid))
+        .iter()
+        .any(|d| graph.node(d.uid).is_some_and(|n| n.deleting_dependents));
+    if classes.contains(&Class::Solid) || !classes.contains(&Class::Waiting) || !cycle {
+        return Err(format!("unblocked references outside a foreground cycle: {classes:?}"));
     }
     Ok(())
+}
+
+/// `item`'s references once upstream's patch of `patch_type` removing those with a UID in `uids`
+/// (GC-SPEC §5.1) is applied to it: the strategic merge patch deletes them by UID, and the API
+/// server's merge then groups the references that repeat a UID (it orders them by the first
+/// index of their UID); the JSON merge patch (for a custom resource) writes every other
+/// reference back in order.
+fn upstream_without(
+    item: &ObjectMeta,
+    uids: &[&str],
+    patch_type: PatchType,
+) -> Vec<OwnerReference> {
+    if patch_type == PatchType::JsonMerge {
+        let kept = item.owner_references.iter().filter(|r| !uids.contains(&r.uid.as_str()));
+        return kept.cloned().collect();
+    }
+    let deletes: Vec<serde_json::Value> =
+        uids.iter().map(|uid| serde_json::json!({"$patch": "delete", "uid": uid})).collect();
+    let body = serde_json::json!({"metadata": {"uid": item.uid, "ownerReferences": deletes}});
+    let mut next = item.clone();
+    apply_patch(&mut next, &Patch { patch_type, body }).expect("upstream's removal applies");
+    next.owner_references
+}
+
+/// `item`'s references once upstream's unblocking patch of `patch_type` (GC-SPEC §5.2), built
+/// from them, is applied to it.
+fn upstream_unblocked(item: &ObjectMeta, patch_type: PatchType) -> Vec<OwnerReference> {
+    let unblocked = |r: &OwnerReference| {
+        let mut json = serde_json::json!({
+            "apiVersion": r.api_version,
+            "kind": r.kind,
+            "name": r.name,
+            "uid": r.uid,
+            "blockOwnerDeletion": false,
+        });
+        if let Some(controller) = r.controller {
+            json["controller"] = controller.into();
+        }
+        json
+    };
+    let mut meta = serde_json::Map::new();
+    let references: Vec<serde_json::Value> = match patch_type {
+        PatchType::StrategicMerge => {
+            meta.insert("uid".into(), item.uid.clone().into());
+            let blocking =
+                item.owner_references.iter().filter(|r| r.block_owner_deletion == Some(true));
+            blocking.map(unblocked).collect()
+        }
+        PatchType::JsonMerge => item.owner_references.iter().map(unblocked).collect(),
+    };
+    if !references.is_empty() {
+        meta.insert("ownerReferences".into(), references.into());
+    }
+    let body = serde_json::json!({ "metadata": meta });
+    let mut next = item.clone();
+    apply_patch(&mut next, &Patch { patch_type, body }).expect("upstream's unblocking applies");
+    next.owner_references
 }
 
 fn owner_being_orphaned(cluster: &MemoryCluster, item: &ObjectMeta, r: &OwnerReference) -> bool {
@@ -950,27 +1034,62 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     }
 }
 
-/// The one write random histories rarely reach, a foreground cycle's unblocking (an owner
-/// waits for a dependent that is itself deleting its dependents, among them the owner), driven
-/// on purpose, with the graph lagging, through the same oracle.
-#[test]
-fn a_foreground_cycle_is_unblocked_only_as_upstream_would() {
+/// A foreground cycle between the objects of slots `a` and `b`, each blocking the other's
+/// deletion, `b` also naming a never-existing owner, without blocking: both deleted in the
+/// foreground, with the graph lagging. Returns the world once quiet, everything gone.
+fn a_foreground_cycle(a: u8, b: u8, ghost: u8) -> World {
     let mut world = World::new();
     let history = [
-        Op::Create { slot: 0, owners: vec![] },
-        Op::Create { slot: 3, owners: vec![(0, true)] },
-        Op::Adopt { slot: 0, owner: 3, block: true },
+        Op::Create { slot: a, owners: vec![] },
+        Op::Create { slot: b, owners: vec![(a, true), (ghost, false)] },
+        Op::Adopt { slot: a, owner: b, block: true },
         Op::Deliver { n: 0 },
-        Op::Delete { slot: 0, policy: 2 },
-        Op::Delete { slot: 3, policy: 2 },
+        Op::Delete { slot: a, policy: 2 },
+        Op::Delete { slot: b, policy: 2 },
         Op::Deliver { n: 1 },
         Op::Work { n: 5 },
         Op::Deliver { n: 0 },
     ];
     run_in(&mut world, &history).unwrap();
-    let judged = world.verdicts.judged.lock().unwrap().clone();
-    assert!(judged.contains_key("unblock references"), "{judged:?}");
     assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
+    world
+}
+
+/// The one write random histories do not reach, a foreground cycle's unblocking (an owner
+/// waits for a dependent that is itself deleting its dependents, among them the owner), driven
+/// on purpose, with the graph lagging, through the same oracle: a ReplicaSet and a Pod, each
+/// unblocked by upstream's strategic merge patch.
+#[test]
+fn a_foreground_cycle_is_unblocked_only_as_upstream_would() {
+    let world = a_foreground_cycle(0, 3, 2);
+    let unblockings = world.verdicts.unblockings.lock().unwrap().clone();
+    assert!(!unblockings.is_empty(), "no unblocking");
+    assert!(unblockings.iter().all(|(_, t)| *t == PatchType::StrategicMerge), "{unblockings:?}");
+}
+
+/// The same between two Widgets, a custom resource: the strategic merge patch is refused (415)
+/// and the JSON merge patch upstream falls back to writes every reference back unblocked, the
+/// never-existing owner's included.
+#[test]
+fn a_foreground_cycle_of_custom_resources_is_unblocked_by_json_merge() {
+    let world = a_foreground_cycle(7, 8, 2);
+    let unblockings = world.verdicts.unblockings.lock().unwrap().clone();
+    assert!(!unblockings.is_empty(), "no unblocking");
+    assert!(unblockings.iter().all(|(_, t)| *t == PatchType::JsonMerge), "{unblockings:?}");
+}
+
+/// A cycle between a ReplicaSet and a Widget: the one decided first is unblocked by the patch
+/// its resource takes.
+#[test]
+fn a_foreground_cycle_across_resources_is_unblocked_by_each_ones_patch() {
+    let world = a_foreground_cycle(0, 7, 3);
+    let unblockings = world.verdicts.unblockings.lock().unwrap().clone();
+    assert!(!unblockings.is_empty(), "no unblocking");
+    for (name, t) in &unblockings {
+        let want =
+            if *name == slot_name(7) { PatchType::JsonMerge } else { PatchType::StrategicMerge };
+        assert_eq!(*t, want, "{unblockings:?}");
+    }
 }
 
 /// An owner deleted with `orphan` whose orphaning fails: `fault` answers the collector's
