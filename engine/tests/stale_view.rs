@@ -706,8 +706,34 @@ fn judge_patch(
     item: &ObjectMeta,
     next: &ObjectMeta,
 ) -> Result<(), String> {
-    if next.uid != item.uid || next.deletion_timestamp != item.deletion_timestamp {
-        return Err("changed more than references and finalizers".into());
+    // Each PATCH carries one decision: a GC finalizer removed, references removed, or
+    // references unblocked. What the decision does not name stays exactly as it was.
+    let rest = |m: &ObjectMeta| ObjectMeta {
+        resource_version: String::new(),
+        owner_references: Vec::new(),
+        finalizers: Vec::new(),
+        ..m.clone()
+    };
+    if rest(next) != rest(item) {
+        return Err(format!("changed more than references and finalizers: {item:?} -> {next:?}"));
+    }
+    let finalizers_changed = next.finalizers != item.finalizers;
+    if finalizers_changed && next.owner_references != item.owner_references {
+        return Err(format!(
+            "changed references and finalizers at once: {:?} -> {:?}, {:?} -> {:?}",
+            item.owner_references, next.owner_references, item.finalizers, next.finalizers
+        ));
+    }
+    // One finalizer removed (every occurrence of it, as upstream's removeFinalizer filters
+    // them), the others left in their order.
+    let gone = item.finalizers.iter().find(|f| !next.has_finalizer(f));
+    let others: Vec<String> =
+        item.finalizers.iter().filter(|f| Some(*f) != gone).cloned().collect();
+    if finalizers_changed && next.finalizers != others {
+        return Err(format!(
+            "finalizers {:?} -> {:?}: not one finalizer removed, the rest as they were",
+            item.finalizers, next.finalizers
+        ));
     }
     let removed_finalizers: Vec<&String> =
         item.finalizers.iter().filter(|f| !next.has_finalizer(f)).collect();
@@ -1232,4 +1258,22 @@ fn a_dependent_created_after_one_orphaned_owners_deletion_is_left_to_upstream() 
     run_in(&mut world, &history).unwrap();
     assert!(world.object(3).is_none(), "the dependent of absent owners stays");
     assert_eq!(late_orphans(&world), (0, 1));
+}
+
+/// A finalizer's removal touches nothing else: a ReplicaSet deleted with `orphan`, whose own
+/// owner is being orphaned too (so its reference to that owner is one upstream would remove),
+/// keeps that reference when its own `orphan` goes; the owner's orphaning removes it after.
+#[test]
+fn a_finalizers_removal_leaves_the_references() {
+    let mut world = World::new();
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 1, owners: vec![(0, false)] },
+        Op::Delete { slot: 1, policy: 3 },
+        Op::Delete { slot: 0, policy: 3 },
+        Op::Deliver { n: 0 },
+        Op::Work { n: 4 },
+    ];
+    run_in(&mut world, &history).unwrap();
+    assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
 }

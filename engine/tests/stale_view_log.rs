@@ -723,6 +723,36 @@ fn judge_patch(
     next: &ObjectMeta,
     orphaned: &mut Orphaned,
 ) -> Option<String> {
+    // A patch carries one decision (a GC finalizer removed, references removed, references
+    // unblocked), and leaves what that decision does not name exactly as it was: the other
+    // fields, the references of a finalizer's removal, the finalizers of a reference patch, and
+    // the other finalizers (in order; every occurrence of the removed one goes, as upstream's
+    // removeFinalizer filters them).
+    let rest = |m: &ObjectMeta| ObjectMeta {
+        resource_version: String::new(),
+        owner_references: Vec::new(),
+        finalizers: Vec::new(),
+        ..m.clone()
+    };
+    if rest(next) != rest(live) {
+        return Some(format!("patch changes more than references and finalizers: {next:?}"));
+    }
+    if next.finalizers != live.finalizers {
+        if next.owner_references != live.owner_references {
+            return Some(format!(
+                "patch changes references and finalizers at once: {:?} -> {:?}",
+                live.owner_references, next.owner_references
+            ));
+        }
+        let gone = live.finalizers.iter().find(|f| !next.has_finalizer(f));
+        let others: Vec<&String> = live.finalizers.iter().filter(|f| Some(*f) != gone).collect();
+        if next.finalizers.iter().collect::<Vec<_>>() != others {
+            return Some(format!(
+                "patch changes finalizers {:?} -> {:?}, not by removing one",
+                live.finalizers, next.finalizers
+            ));
+        }
+    }
     let count =
         |m: &ObjectMeta, uid: &str| m.owner_references.iter().filter(|r| r.uid == uid).count();
     let classes: Vec<(String, Class)> =
@@ -2374,4 +2404,21 @@ fn a_foreground_cycle_with_a_custom_resource_is_unblocked_by_each_ones_patch() {
         assert_eq!(*t, want, "{unblockings:?}");
     }
     assert!(unblockings.iter().any(|(name, _)| name == "w"), "{unblockings:?}");
+}
+
+/// A finalizer's removal touches nothing else: a ReplicaSet deleted with `orphan`, whose
+/// Deployment is being orphaned too (so its reference to it is one upstream would remove),
+/// keeps that reference when its own `orphan` goes; the Deployment's orphaning removes it after.
+#[test]
+fn a_finalizers_removal_leaves_the_references() {
+    let ops = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 1, owners: vec![(0, false, true)] },
+        Op::Delete { slot: 1, policy: Some(PropagationPolicy::Orphan) },
+        Op::Delete { slot: 0, policy: Some(PropagationPolicy::Orphan) },
+        Op::Deliver { per_256: 255 },
+        Op::Work { n: 2, orphan: true },
+    ];
+    let world = run_world(&ops, false).unwrap();
+    assert!(world.live(0).is_none() && world.live(1).is_none());
 }
