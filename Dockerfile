@@ -1,5 +1,5 @@
 # kube-gc's image: a static-enough release build on Debian, run on a distroless base as an
-# unprivileged user (65532, as deploy/deployment.yaml expects).
+# unprivileged user (65532, as deploy/base/deployment.yaml expects).
 #
 #   docker build -t kube-gc:$(git rev-parse --short HEAD) \
 #       --build-arg KUBE_GC_GIT_COMMIT=$(git rev-parse --short=12 HEAD) .

@@ -3,7 +3,7 @@
 //! authorization ([`auth`]).
 //!
 //! To scrape `/metrics`, a caller needs a token the API server authenticates and RBAC allowing
-//! `get` on the path (a ClusterRole with `nonResourceURLs: ["/metrics"]`; `deploy/rbac.yaml`
+//! `get` on the path (a ClusterRole with `nonResourceURLs: ["/metrics"]`; `deploy/base/rbac.yaml`
 //! has one). kube-gc itself needs `create` on `tokenreviews` and `subjectaccessreviews`
 //! (the `system:auth-delegator` ClusterRole).
 
