@@ -24,7 +24,7 @@ use kube_gc_engine::graph::NodeKey;
 use kube_gc_engine::queue::{QueueDurations, WorkQueue};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::kube_cluster::ApiCallCounts;
@@ -57,7 +57,14 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// client-go's workqueue duration buckets: 10 ns to 10 s, by tens.
 fn queue_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(1e-8, 10.0, 10))
+    Histogram::new(go_exponential_buckets(10e-9, 10.0, 10))
+}
+
+/// Prometheus' Go client's `ExponentialBuckets`: each bound the one before times `factor`,
+/// so the float bounds (`le="9.999999999999999e-06"`) are those kube-controller-manager
+/// exports, and a query over both collectors' series meets the same `le` values.
+fn go_exponential_buckets(start: f64, factor: f64, count: usize) -> Vec<f64> {
+    std::iter::successors(Some(start), |b| Some(b * factor)).take(count).collect()
 }
 
 /// The controller's own counters and instruments.
@@ -78,6 +85,9 @@ pub struct Metrics {
     pub ingest_micros: Counter,
     warmup_seconds: Mutex<BTreeMap<String, f64>>,
     unsynced: Mutex<Vec<String>>,
+    /// The last `kube_gc_api_calls_total{verb="get",purpose="read"}` exported: it never goes
+    /// below it (see the scrape).
+    pub(crate) read_gets_exported: AtomicU64,
     collecting_since: OnceLock<Instant>,
     /// Set in shadow mode (`--dry-run`): the collector's would-be deletions are no deletions.
     dry_run: OnceLock<()>,
@@ -97,6 +107,7 @@ impl Default for Metrics {
             ingest_micros: Counter::default(),
             warmup_seconds: Mutex::default(),
             unsynced: Mutex::default(),
+            read_gets_exported: AtomicU64::new(0),
             collecting_since: OnceLock::new(),
             dry_run: OnceLock::new(),
             queue_duration: Family::new_with_constructor(queue_histogram),
@@ -226,4 +237,18 @@ pub fn encode(registry: &Registry) -> String {
         out.push_str(&format!("# encoding failed: {e}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// The workqueue buckets are the floats client-go's `ExponentialBuckets(10e-9, 10, 10)`
+    /// gives (each the one before times ten), not the nearest powers of ten.
+    #[test]
+    fn queue_buckets_are_client_gos_floats() {
+        let buckets = super::go_exponential_buckets(10e-9, 10.0, 10);
+        let go = [1e-08, 1e-07, 1e-06, 9.999999999999999e-06, 9.999999999999999e-05];
+        assert_eq!(buckets[..5], go);
+        assert_eq!(buckets[5..], [0.001, 0.01, 0.1, 1.0, 10.0]);
+        assert_ne!(buckets[3], 1e-5, "powf's bound, not Go's");
+    }
 }
