@@ -26,16 +26,22 @@ pub(super) async fn warm_up(
             (graph.clone(), metrics.clone(), ready.clone(), calls.clone(), stop_catcher.clone());
         std::thread::spawn(move || {
             let mut caught = Caught::default();
-            while !stop.load(Ordering::Relaxed) {
-                let ingested = metrics.ingest_events.get();
-                if caught.nodes.is_none() && ingested >= expected_events {
+            let catch_nodes = |caught: &mut Caught| {
+                if caught.nodes.is_none() && metrics.ingest_events.get() >= expected_events {
                     let nodes = graph.len() as u64;
                     // The collector changes the graph only after an API call of its own (a
                     // virtual delete follows a GET; a Pod's delete, a DELETE): none yet, the
                     // count is the warm-up's.
                     caught.nodes = Some((nodes, Calls::read(&calls).total() > 0));
                 }
+            };
+            while !stop.load(Ordering::Relaxed) {
+                let ingested = metrics.ingest_events.get();
+                catch_nodes(&mut caught);
                 if ready.load(Ordering::Acquire) {
+                    // The last batch may have landed between the two reads (this thread
+                    // preempted on a loaded machine): it is counted before kube-gc turns ready.
+                    catch_nodes(&mut caught);
                     caught.ready = Some((Instant::now(), Calls::read(&calls)));
                     break;
                 }
