@@ -178,8 +178,9 @@ pub struct Flags {
     pub watcher_catch_up_timeout: Duration,
 
     /// Most distinct UIDs that are not UUIDs this process holds, counted over its life (they
-    /// are never released; any writer of ownerReferences can invent them); past it, a reference naming a new one is held as unrepresentable (its
-    /// object stays in the graph; no decision goes past that reference), counted in
+    /// are never released; any writer of ownerReferences can invent them); past it, a
+    /// reference naming a new one is held as unrepresentable (its object stays in the
+    /// graph; no decision goes past that reference), counted in
     /// `kube_gc_unrepresentable_owner_references_total`.
     #[arg(long, default_value_t = kube_gc_engine::identity::DEFAULT_MAX_INTERNED_UIDS)]
     pub max_non_uuid_uids: usize,
