@@ -104,8 +104,25 @@ fn query_uids(query: &str) -> Vec<String> {
 /// walks, so callers of the debug endpoints queue for these, briefly, then get 429.
 static GRAPH_WALKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
-/// How long a request waits for a walk before it is answered 429.
+/// How long a request waits for a walk (or an explanation) before it is answered 429.
 const WALK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Explanations running at once: each reads live objects on the debug endpoints' own budget
+/// (5/s), so callers past these would only queue on it without bound; they wait briefly, then
+/// get 429.
+static EXPLANATIONS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(8);
+
+/// Runs `explain` as one of the [`EXPLANATIONS`]: its result, or 429 when none is free in
+/// time.
+pub(crate) async fn bounded_explanation<T>(
+    explain: impl std::future::Future<Output = T>,
+) -> Result<T, axum::response::Response> {
+    let Ok(Ok(_turn)) = tokio::time::timeout(WALK_WAIT, EXPLANATIONS.acquire()).await else {
+        return Err((StatusCode::TOO_MANY_REQUESTS, "busy: other explanations are running\n")
+            .into_response());
+    };
+    Ok(explain.await)
+}
 
 /// Runs `walk` on the blocking pool, as one of the [`GRAPH_WALKS`]: its result, or the
 /// response to send instead (429 when none is free in time; 500, without the panic's text, if
@@ -177,6 +194,16 @@ mod tests {
         assert_eq!(query_uids("uid=%zz"), ["%zz"]);
         assert_eq!(query_uids("uid=%ff%fe"), ["\u{fffd}\u{fffd}"]);
         assert_eq!(query_uids(&format!("uid={}", "a".repeat(10_000)))[0].len(), 10_000);
+    }
+
+    /// Explanations run eight at a time: a ninth waits, then is answered 429.
+    #[tokio::test(start_paused = true)]
+    async fn explanations_are_bounded() {
+        let held = EXPLANATIONS.acquire_many(8).await.expect("open");
+        let busy = bounded_explanation(async { 1 }).await.expect_err("none free");
+        assert_eq!(busy.status(), StatusCode::TOO_MANY_REQUESTS);
+        drop(held);
+        assert_eq!(bounded_explanation(async { 1 }).await.ok(), Some(1));
     }
 
     /// Graph walks run two at a time: a third waits, then is answered 429; a walk that panics

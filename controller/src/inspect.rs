@@ -250,8 +250,9 @@ pub async fn explain_handler(State(s): State<DebugState>, RawQuery(q): RawQuery)
         Ok(uid) => uid,
         Err(e) => return e.into_response(),
     };
-    match explain(&s.collector, &s.inspection, uid).await {
-        Some(e) => json_response(explanation_json(&e)),
-        None => (StatusCode::NOT_FOUND, "no object with this UID in the graph").into_response(),
+    match crate::http::bounded_explanation(explain(&s.collector, &s.inspection, uid)).await {
+        Ok(Some(e)) => json_response(explanation_json(&e)),
+        Ok(None) => (StatusCode::NOT_FOUND, "no object with this UID in the graph").into_response(),
+        Err(busy) => busy,
     }
 }
