@@ -42,6 +42,15 @@ impl Drop for Killed {
 /// Starts the binary with `args` against an API server that is not there (nothing it does
 /// before it leads may need one), serving its probes on the port returned.
 fn start(name: &str, args: &[&str]) -> (Killed, u16, std::path::PathBuf) {
+    start_with_env(name, args, &[])
+}
+
+/// [`start`], with `env` set in the process's environment.
+fn start_with_env(
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Killed, u16, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("kube-gc-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
@@ -58,6 +67,7 @@ fn start(name: &str, args: &[&str]) -> (Killed, u16, std::path::PathBuf) {
         .arg("--secure-port=0")
         .arg(format!("--debug-addr=127.0.0.1:{port}"))
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -102,6 +112,22 @@ fn a_process_waiting_for_the_lease_or_the_api_server_stops_on_sigterm() {
         let (mut child, port, dir) = start(name, args);
         assert_eq!(status(port, "/healthz"), Some(200), "{name}");
         assert_eq!(terminate(&mut child), Some(0), "{name}: not stopped by its own handler");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A proxy in the environment (`HTTPS_PROXY`, with or without a `NO_PROXY` that excludes the
+/// API server), as corporate machines and some pods have, is used or skipped as client-go
+/// does: the process starts. Built without kube-rs's proxy support, it refused to build its
+/// client and exited at once.
+#[test]
+fn a_proxy_in_the_environment_is_no_reason_to_exit() {
+    let proxy = [("HTTPS_PROXY", "http://127.0.0.1:9")];
+    let excluded = [("HTTPS_PROXY", "http://127.0.0.1:9"), ("NO_PROXY", "127.0.0.1")];
+    for (name, env) in [("proxied", &proxy[..]), ("not-proxied", &excluded[..])] {
+        let (mut child, port, dir) = start_with_env(name, &["--leader-elect=false"], env);
+        assert_eq!(status(port, "/healthz"), Some(200), "{name}: did not start");
+        assert_eq!(terminate(&mut child), Some(0), "{name}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
