@@ -11,6 +11,9 @@
 //! for a while: its events wait until it resumes, and the collector is told, as the graph
 //! builder tells it. The workers run the controller's options (`read_items_from_graph`,
 //! `skip_observed_verification`, `garbage_first`, `bulk_absence_proof`, the catch-up timeout).
+//! The server fails some of the collector's calls ([`Op::Fault`], `support::faults`): a GET, a LIST
+//! page, a PATCH or a DELETE refused (503, 429, a write's 409, a write's object gone just
+//! before), or a write served and its answer lost.
 //!
 //! The oracle ([`judge`]) sees every call as the cluster serves it, under the same state: a
 //! call the server refuses (a precondition, a 404) is no write; every other DELETE or PATCH must
@@ -24,9 +27,12 @@
 //! upstream's race #26120, the same in every informer-based collector), except that `orphan`
 //! and `foregroundDeletion` may not go while a dependent (a blocking one, for
 //! `foregroundDeletion`) is unseen because its watcher is down, nor may a dependent of a waiting
-//! owner be deleted as if it had no dependents of its own while one is unseen that way. Everything else is
-//! judged on live state. After the history, every event is delivered, the workers run to
-//! quiescence, and nothing may be stuck: no GC finalizer whose condition holds, no garbage left.
+//! owner be deleted as if it had no dependents of its own while one is unseen that way.
+//! Everything else is judged on live state. A call the server refuses is judged as if it were served (the
+//! collector meant it); one whose answer is lost took effect, and what the collector does next
+//! is judged on the state it left. After the history, faults stop, every event is delivered,
+//! the workers run to quiescence, and nothing may be stuck: no GC finalizer whose condition
+//! holds, no garbage left.
 //!
 //! `PROPTEST_CASES` sets the number of histories (default 3000 here, about 10 s in a debug build); the long
 //! run the README reports is `PROPTEST_CASES=100000 cargo test --release -p kube-gc-engine --test
@@ -46,12 +52,13 @@ use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
 };
 use kube_gc_testkit::MemoryCluster;
-use kube_gc_testkit::memory_cluster::{Call, Request, resource};
+use kube_gc_testkit::memory_cluster::{Call, Request, Verb, resource};
 use kube_gc_testkit::patch::apply_patch;
 use proptest::prelude::*;
 
 mod support;
 use support::created_after;
+use support::faults::{FaultKind, Faults, fault_schedule, insert_faults, with_faults};
 
 const ORPHAN: &str = "orphan";
 const FOREGROUND: &str = "foregroundDeletion";
@@ -115,7 +122,12 @@ enum Op {
     Resume { watcher: u8 },
     /// The API server's clock moves two seconds on (creation and deletion timestamps).
     Tick,
+    /// The collector's next call of `verb` fails as `kind` says (`support::faults`).
+    Fault { verb: Verb, kind: FaultKind },
 }
+
+/// How many steps of [`World::quiesce`] the faults still armed may fire in.
+const QUIESCE_FAULT_STEPS: usize = 20;
 
 /// The resource name of each watcher [`Op::Break`] names.
 const WATCHERS: [&str; 3] = ["replicasets", "pods", "widgets"];
@@ -141,11 +153,19 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// A history: [`op`]s, with faults inserted.
+fn history() -> impl Strategy<Value = Vec<Op>> {
+    with_faults(prop::collection::vec(op(), 1..40), |verb, kind| Op::Fault { verb, kind })
+}
+
 /// What the oracle shares with the test.
 #[derive(Default)]
 struct Verdicts {
     /// Set while the test itself (a user) calls the cluster: those calls are not judged.
     user: AtomicBool,
+    /// Faults fired on the collector's writes, by the write's kind ([`write_kind`]) and the
+    /// fault's.
+    faulted: Mutex<BTreeMap<(&'static str, FaultKind), u64>>,
     /// Writes upstream would not have made.
     violations: Mutex<Vec<String>>,
     /// UIDs of owners whose `orphan` finalizer the collector's PATCH removed, answered with
@@ -185,19 +205,30 @@ fn call_key(resource: &Resource, namespace: &str, name: &str) -> CallKey {
     (resource.resource.clone(), namespace.to_owned(), name.to_owned())
 }
 
-/// The cluster as the collector sees it: the [`MemoryCluster`], whose hook judges each call
-/// before it is served, and the answer the collector gets. The oracle judges a write before it
-/// is served, but what the collector remembers of it depends on the answer: an orphaning whose
-/// finalizer removal the server refuses (or whose answer is lost) is forgotten by the collector
-/// (see `OrphanedOwners`), so the oracle remembers it only once the PATCH is answered with
-/// success.
+/// The cluster as the collector sees it: the [`MemoryCluster`], whose hooks judge each call
+/// before it is served and may fail it, and the answer the collector gets (lost, if a fault
+/// says so). The oracle judges a write before it is served, but what the collector remembers
+/// of it depends on the answer: an orphaning whose finalizer removal the server refuses (or
+/// whose answer is lost) is forgotten by the collector (see `OrphanedOwners`), so the oracle
+/// remembers it only once the PATCH is answered with success.
 struct Served {
     inner: Arc<MemoryCluster>,
     verdicts: Arc<Verdicts>,
+    faults: Arc<Faults>,
 }
 
 impl Cluster for Served {
-    support::forward_to!(inner: resource_for, consistent_lists, get, list_page, delete, record_event);
+    support::forward_to!(inner: resource_for, consistent_lists, get, list_page, record_event);
+
+    async fn delete(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        o: &DeleteOptions,
+    ) -> Result<(), ClusterError> {
+        self.faults.answer(self.inner.delete(r, ns, name, o).await)
+    }
 
     async fn patch(
         &self,
@@ -206,7 +237,7 @@ impl Cluster for Served {
         name: &str,
         p: &Patch,
     ) -> Result<ObjectMeta, ClusterError> {
-        let answer = self.inner.patch(r, ns, name, p).await;
+        let answer = self.faults.answer(self.inner.patch(r, ns, name, p).await);
         let finishing = self.verdicts.finishing.lock().unwrap().remove(&call_key(r, ns, name));
         if let (Ok(_), Some((uid, deleted_at))) = (&answer, finishing) {
             self.verdicts.orphaned.lock().unwrap().insert(uid, deleted_at);
@@ -222,6 +253,7 @@ struct World {
     changes: Arc<GraphChanges>,
     collector: Collector<Served>,
     verdicts: Arc<Verdicts>,
+    faults: Arc<Faults>,
     /// Events not yet delivered to the graph, oldest first.
     pending: Vec<Event>,
     /// The cluster as the last diff saw it, by (resource, namespace, name).
@@ -237,7 +269,12 @@ impl World {
         cluster.register_custom(slot_resource(7));
         let graph = Arc::new(Graph::new(4).unwrap());
         let verdicts = Arc::new(Verdicts::default());
-        let served = Arc::new(Served { inner: cluster.clone(), verdicts: verdicts.clone() });
+        let faults = Arc::new(Faults::default());
+        let served = Arc::new(Served {
+            inner: cluster.clone(),
+            verdicts: verdicts.clone(),
+            faults: faults.clone(),
+        });
         let (collector, changes) = support::immediate_collector(
             &graph,
             &served,
@@ -256,12 +293,27 @@ impl World {
             }
             None
         });
+        // After the oracle's hook: a faulted call is judged first, as the server would serve it.
+        let (v, f) = (verdicts.clone(), faults.clone());
+        cluster.on_call(move |cluster, call| {
+            if v.user.load(Ordering::SeqCst) {
+                return None;
+            }
+            // What the call would write, before a `Gone` fault removes its object.
+            let write = write_kind(cluster, call);
+            let (fault, error) = f.on_call(cluster, call)?;
+            if let Some(write) = write {
+                *v.faulted.lock().unwrap().entry((write, fault)).or_default() += 1;
+            }
+            error
+        });
         World {
             ingester: Ingester::new(graph, 2),
             cluster,
             changes,
             collector,
             verdicts,
+            faults,
             pending: Vec::new(),
             seen: BTreeMap::new(),
             next_uid: 1,
@@ -391,6 +443,7 @@ impl World {
             }
             Op::Resume { watcher } => self.resume(WATCHERS[usize::from(watcher)]),
             Op::Tick => self.cluster.advance_clock(2),
+            Op::Fault { verb, kind } => self.faults.arm(verb, kind),
         }
         self.observe_changes();
     }
@@ -478,15 +531,22 @@ impl World {
     }
 
     /// Resumes every watcher, delivers everything and runs the workers until nothing is left
-    /// to do.
+    /// to do. The faults still armed may fire in the first steps (where most of the
+    /// collector's writes are made), then stop.
     fn quiesce(&mut self) -> Result<(), String> {
         for resource in WATCHERS {
             self.resume(resource);
         }
-        for _ in 0..2000 {
+        for step in 0..2000 {
+            if step == QUIESCE_FAULT_STEPS {
+                self.faults.disarm();
+            }
             self.deliver(usize::MAX);
             let worked = self.work_one();
             if !worked && !self.prove() && self.pending.is_empty() {
+                if self.faults.disarm() {
+                    continue; // quiet with faults armed: go on without them
+                }
                 return Ok(());
             }
         }
@@ -580,6 +640,36 @@ fn judge(cluster: &MemoryCluster, graph: &Graph, verdicts: &Verdicts, call: &Cal
     };
     if let Err(why) = verdict {
         verdicts.violations.lock().unwrap().push(format!("{what}: {why}"));
+    }
+}
+
+/// What `call` writes on the live state, for the coverage test's count of faulted writes: a
+/// DELETE, the removal of `orphan` or `foregroundDeletion`, the removal of references to an
+/// owner being orphaned (an orphaning's patch) or other references, an unblocking; `None` for a
+/// read, or a call the server refuses anyway.
+fn write_kind(cluster: &MemoryCluster, call: &Call) -> Option<&'static str> {
+    let live = cluster.object(&call.resource, &call.namespace, &call.name)?;
+    match &call.request {
+        Request::Get | Request::List { .. } => None,
+        Request::Delete(_) => Some("delete"),
+        Request::Patch(patch) => {
+            let mut next = live.clone();
+            apply_patch(&mut next, patch).ok()?;
+            let removes = |f: &str| live.has_finalizer(f) && !next.has_finalizer(f);
+            let removed =
+                live.owner_references.iter().filter(|r| !next.owner_references.contains(r));
+            Some(if removes(ORPHAN) {
+                "remove orphan"
+            } else if removes(FOREGROUND) {
+                "remove foregroundDeletion"
+            } else if next.owner_references.len() == live.owner_references.len() {
+                "unblock references"
+            } else if removed.clone().any(|r| owner_being_orphaned(cluster, &live, r)) {
+                "orphan a dependent"
+            } else {
+                "remove references"
+            })
+        }
     }
 }
 
@@ -974,11 +1064,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     /// Every collector write is one upstream would make on the live state at that moment, and
-    /// nothing is stuck once every event is delivered.
+    /// nothing is stuck once every event is delivered, the server failing some calls.
     #[test]
-    fn every_write_is_upstreams_decision_on_the_live_state(
-        history in prop::collection::vec(op(), 1..40)
-    ) {
+    fn every_write_is_upstreams_decision_on_the_live_state(history in history()) {
         run(&history)?;
     }
 }
@@ -1008,10 +1096,22 @@ fn the_oracle_flags_a_delete_of_an_owned_object() {
 fn the_histories_reach_every_write_while_the_graph_lags() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
-    // A fixed seed: the same histories every run, so the counts below cannot flake.
+    // A fixed seed: the same histories every run, so the counts below cannot flake. The faults
+    // are drawn apart, so that the histories stay those drawn before faults were added.
     let mut runner = TestRunner::deterministic();
+    let mut fault_runner = TestRunner::new_with_rng(
+        proptest::test_runner::Config::default(),
+        proptest::test_runner::TestRng::from_seed(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+            &[7; 32],
+        ),
+    );
     let strategy = prop::collection::vec(op(), 1..40);
+    let faults = fault_schedule();
     let mut totals: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+    // Faults fired, by verb and kind; on writes, by the write's kind.
+    let mut fired: BTreeMap<(&'static str, FaultKind), u64> = BTreeMap::new();
+    let mut faulted: BTreeMap<(&'static str, FaultKind), u64> = BTreeMap::new();
     // Owners proven absent by a list, and deletions in histories where a list proved one.
     let (mut proven, mut deletes_after_proofs) = (0, 0);
     // Orphanings and foreground deletions held while a watcher was down.
@@ -1020,8 +1120,16 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     let mut late_orphans = 0;
     for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
+        let schedule = faults.new_tree(&mut fault_runner).unwrap().current();
+        let history = insert_faults(history, schedule, |verb, kind| Op::Fault { verb, kind });
         let mut world = World::new();
         run_in(&mut world, &history).unwrap();
+        for (key, n) in world.faults.fired() {
+            *fired.entry(key).or_default() += n;
+        }
+        for (key, n) in world.verdicts.faulted.lock().unwrap().iter() {
+            *faulted.entry(*key).or_default() += n;
+        }
         let by_list = world.collector.stats().proven_absent.load(Ordering::Relaxed);
         let stats = world.collector.stats();
         held += stats.orphans_held_for_watchers.load(Ordering::Relaxed);
@@ -1045,6 +1153,33 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     assert!(held > 0, "no history held an orphaning for a broken watch");
     assert!(held_foreground > 0, "no history held a foreground deletion for a broken watch");
     eprintln!("references removed by the memory of orphaned owners: {late_orphans}");
+    eprintln!("faults fired: {fired:?}; on writes, by kind: {faulted:?}");
+    for verb in [Verb::Get, Verb::List, Verb::Patch, Verb::Delete] {
+        for kind in [
+            FaultKind::Unavailable,
+            FaultKind::Throttled,
+            FaultKind::Conflict,
+            FaultKind::Gone,
+            FaultKind::Lost,
+        ] {
+            let n = fired.get(&(verb.as_str(), kind)).copied().unwrap_or_default();
+            assert!(!kind.fits(verb) || n > 0, "no {kind:?} fault on a {verb:?}: {fired:?}");
+        }
+    }
+    // Every kind of write refused, and served with its answer lost (a dependent's orphaning
+    // failing while others succeed, the item requeued, among them).
+    for write in [
+        "delete",
+        "remove orphan",
+        "remove foregroundDeletion",
+        "remove references",
+        "orphan a dependent",
+    ] {
+        let n = |kind| faulted.get(&(write, kind)).copied().unwrap_or_default();
+        assert!(n(FaultKind::Lost) > 0, "no {write} with its answer lost: {faulted:?}");
+        let refused = n(FaultKind::Unavailable) + n(FaultKind::Throttled) + n(FaultKind::Conflict);
+        assert!(refused > 0, "no {write} refused: {faulted:?}");
+    }
     // Too rare for this budget (about one history in 4,000 reaches it):
     // `a_dependent_of_two_orphaned_owners_seen_late_loses_both_references` and the tests after
     // it drive it on purpose.
@@ -1276,4 +1411,60 @@ fn a_finalizers_removal_leaves_the_references() {
     ];
     run_in(&mut world, &history).unwrap();
     assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
+}
+
+/// A partial failure of an orphaning: of an owner's two dependents, the orphaning's PATCH of
+/// the first is refused (503), the second's served. The `orphan` finalizer stays, the item is
+/// queued again, and its next attempt orphans what is left before letting the owner go.
+#[test]
+fn an_orphaning_that_fails_for_one_dependent_is_tried_again() {
+    let mut world = World::new();
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 3, owners: vec![(0, false)] },
+        Op::Create { slot: 4, owners: vec![(0, true)] },
+        Op::Delete { slot: 0, policy: 3 },
+        Op::Deliver { n: 0 },
+        Op::Fault { verb: Verb::Patch, kind: FaultKind::Unavailable },
+        Op::Work { n: 1 },
+    ];
+    for op in &history {
+        world.apply(op);
+    }
+    assert!(world.verdicts.violations.lock().unwrap().is_empty());
+    assert!(world.object(0).is_some_and(|o| o.has_finalizer(ORPHAN)), "finalizer kept");
+    let referring =
+        [3, 4].iter().filter(|&&s| !world.object(s).unwrap().owner_references.is_empty());
+    assert_eq!(referring.count(), 1, "one dependent orphaned, one not");
+    run_in(&mut world, &[Op::Work { n: 3 }]).unwrap();
+    assert!(world.object(0).is_none(), "the owner went");
+    for slot in [3, 4] {
+        let dependent = world.object(slot).expect("orphaned, not collected");
+        assert!(dependent.owner_references.is_empty(), "{dependent:?}");
+    }
+    assert_eq!(
+        world.verdicts.faulted.lock().unwrap().get(&("orphan a dependent", FaultKind::Unavailable)),
+        Some(&1)
+    );
+}
+
+/// A DELETE served and its answer lost: the collector decides again on the graph's stale copy
+/// (the delete not delivered yet), its DELETE pinned to that copy finds nothing (404), and the
+/// item ends; the dependent of the deleted Pod is collected in turn.
+#[test]
+fn a_delete_whose_answer_is_lost_is_decided_again() {
+    let mut world = World::new();
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 3, owners: vec![(0, false)] },
+        Op::Create { slot: 4, owners: vec![(3, false)] },
+        Op::Deliver { n: 0 },
+        Op::Delete { slot: 0, policy: 1 },
+        Op::Deliver { n: 0 },
+        Op::Fault { verb: Verb::Delete, kind: FaultKind::Lost },
+        Op::Work { n: 4 },
+    ];
+    run_in(&mut world, &history).unwrap();
+    assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
+    assert_eq!(world.faults.fired().get(&("delete", FaultKind::Lost)), Some(&1));
 }

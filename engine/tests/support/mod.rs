@@ -14,6 +14,8 @@ use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, RateLimiterConfig, WorkQueue,
 };
 
+pub mod faults;
+
 /// A collector over `graph` and `cluster` with `options`, whose queues requeue at once (no
 /// backoff: tests decide when items run), and the inbox of the virtual delete events its
 /// workers generate (upstream's graphChanges, as far as workers use it).
