@@ -12,9 +12,14 @@
 //! attemptToDeleteItem / attemptToOrphan, reading the live object and its live owners at that
 //! moment, would make that same write (DESIGN.md "Safety model", GC-SPEC.md §3-5); a write
 //! racing a change made during its item is accepted only as upstream's own race (see
-//! [`upstream_race`]). After the history everything is delivered, the workers run to
-//! quiescence and liveness is checked: no GC finalizer left, no garbage left unless the
-//! orphaning kept it.
+//! [`upstream_race`]). The server fails some of the collector's calls ([`Op::Fault`],
+//! `support::faults`): a GET, a LIST page, a PATCH or a DELETE refused (503, 429, a write's 409,
+//! a write's object gone just before), or a write served and its answer lost. A refused call is
+//! judged as if served (the collector meant it); what the collector remembers of a write
+//! depends on its answer, so an orphaning counts once its finalizer removal is answered with
+//! success ([`Served`]). After the history the faults stop, everything is delivered, the
+//! workers run to quiescence and liveness is checked: no GC finalizer left, no garbage left
+//! unless the orphaning kept it.
 //!
 //! `PROPTEST_CASES` scales the run (default 2000, ~1.5 s in debug when passing); a failure
 //! shrinks to a minimal history. The minimal histories found against the code before the
@@ -30,7 +35,7 @@ use futures::executor::block_on;
 use futures::future::LocalBoxFuture;
 use kube_gc_engine::builder::{GraphBuilder, Notification, WatchBatch, WatchSource};
 use kube_gc_engine::cluster::{
-    Cluster, DeleteOptions, Patch, PatchType, PropagationPolicy, Resource,
+    Cluster, ClusterError, DeleteOptions, Patch, PatchType, PropagationPolicy, Resource,
 };
 use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
 use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -38,13 +43,14 @@ use kube_gc_engine::{
     Event, EventType, Graph, Ingester, ObjectMeta, ObjectType, OwnerReference, Uid,
 };
 use kube_gc_testkit::MemoryCluster;
-use kube_gc_testkit::memory_cluster::{Call, Request, resource};
+use kube_gc_testkit::memory_cluster::{Call, Request, Verb, resource};
 use kube_gc_testkit::patch::apply_patch;
 use parking_lot::Mutex;
 use proptest::prelude::*;
 
 mod support;
 use support::created_after;
+use support::faults::{FaultKind, Faults, fault_schedule, insert_faults, with_faults};
 
 /// Another controller's finalizer, which the collector must never remove.
 const KEEP: &str = "example.com/keep";
@@ -146,6 +152,8 @@ enum Op {
     /// the deletes), else it resumes from where it was. It counts as behind until its events
     /// are all delivered.
     BreakWatch { slot: usize, relist: bool },
+    /// The collector's next call of `verb` fails as `kind` says (`support::faults`).
+    Fault { verb: Verb, kind: FaultKind },
 }
 
 /// What users and other controllers do.
@@ -196,20 +204,39 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// A history: [`op`]s, with faults inserted.
+fn history() -> impl Strategy<Value = Vec<Op>> {
+    with_faults(prop::collection::vec(op(), 1..40), |verb, kind| Op::Fault { verb, kind })
+}
+
 /// The owners whose `orphan` finalizer the collector removed, by UID, each with its
 /// deletionTimestamp.
 type Orphaned = HashMap<String, Option<i64>>;
+
+/// The object a call addresses: (resource, namespace, name).
+type CallKey = (String, String, String);
+
+fn call_key(resource: &Resource, namespace: &str, name: &str) -> CallKey {
+    (resource.resource.clone(), namespace.to_owned(), name.to_owned())
+}
 
 /// What the oracle remembers across calls.
 #[derive(Default)]
 struct OracleState {
     /// Writes the oracle refused, with the live state.
     violations: Vec<String>,
-    /// UIDs of owners whose `orphan` finalizer the collector removed: the engine may later
-    /// remove references to them (its bounded orphan memory, beyond upstream and safe: the
-    /// user asked for those dependents to be kept), from objects created no later than the
-    /// owner's deletion.
+    /// UIDs of owners whose `orphan` finalizer the collector removed, its PATCH answered with
+    /// success (the collector forgets an orphaning whose removal fails, refused or its answer
+    /// lost): the engine may later remove references to them (its bounded orphan memory,
+    /// beyond upstream and safe: the user asked for those dependents to be kept), from objects
+    /// created no later than the owner's deletion.
     orphaned: Orphaned,
+    /// Finalizer removals of orphanings judged and not yet answered, by the object they write:
+    /// the owners that join `orphaned` if the answer is a success ([`Served`]).
+    finishing: HashMap<CallKey, Orphaned>,
+    /// Faults fired on the collector's writes, by the write's kind ([`write_kind`] on the state
+    /// the call was judged on) and the fault's (for the coverage test).
+    faulted: BTreeMap<(&'static str, FaultKind), usize>,
     /// Cluster-scoped objects upstream may have forgotten for an invalid reference (see
     /// [`OracleState::note_invalid`]), by UID.
     forgotten: HashMap<String, Forgotten>,
@@ -1107,10 +1134,7 @@ impl Users {
 
 /// The next item of the attemptToOrphan (`orphan`) or attemptToDelete queue, as a worker
 /// processes it (not started until polled); `None` if the queue is empty.
-fn next_item(
-    collector: &Collector<MemoryCluster>,
-    orphan: bool,
-) -> Option<LocalBoxFuture<'_, bool>> {
+fn next_item(collector: &Gc, orphan: bool) -> Option<LocalBoxFuture<'_, bool>> {
     if orphan {
         let queue = collector.attempt_to_orphan_queue();
         (!queue.is_empty()).then(|| collector.process_attempt_to_orphan_worker().boxed_local())
@@ -1124,7 +1148,7 @@ fn next_item(
 /// workers' calls interleave as concurrent workers' do. The in-memory server answers at once,
 /// so the item completes in one poll (`block_on` would not nest).
 fn other_worker(
-    collector: &Collector<MemoryCluster>,
+    collector: &Gc,
     cluster: &MemoryCluster,
     oracle: &Mutex<OracleState>,
     graph: &Graph,
@@ -1139,7 +1163,7 @@ fn other_worker(
 /// collector's proof loop runs beside the workers. With `listed`, every resource is first
 /// reported listed (see [`Op::Prove`]).
 fn other_proofs(
-    collector: &Collector<MemoryCluster>,
+    collector: &Gc,
     cluster: &MemoryCluster,
     oracle: &Mutex<OracleState>,
     graph: &Graph,
@@ -1176,12 +1200,56 @@ fn interject<T>(
 }
 
 /// Reports every slot's resource listed, whatever the graph holds.
-fn note_listed(collector: &Collector<MemoryCluster>) {
+fn note_listed(collector: &Gc) {
     let slots = slots();
     for (res, _) in &slots {
         collector.note_listed(res.object_type(), slots.len());
     }
 }
+
+/// The collector's view of the cluster: the [`MemoryCluster`], whose hooks judge each call
+/// before it is served and may fail it, and the answer the collector gets (lost, if a fault
+/// says so). What the collector remembers of an orphaning depends on that answer: it forgets
+/// one whose finalizer removal fails (see `OrphanedOwners`), so the oracle remembers the owner
+/// only once the PATCH is answered with success.
+struct Served {
+    inner: Arc<MemoryCluster>,
+    oracle: Arc<Mutex<OracleState>>,
+    faults: Arc<Faults>,
+}
+
+impl Cluster for Served {
+    support::forward_to!(inner: resource_for, consistent_lists, get, list_page, record_event);
+
+    async fn delete(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        o: &DeleteOptions,
+    ) -> Result<(), ClusterError> {
+        self.faults.answer(self.inner.delete(r, ns, name, o).await)
+    }
+
+    async fn patch(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        p: &Patch,
+    ) -> Result<ObjectMeta, ClusterError> {
+        let answer = self.faults.answer(self.inner.patch(r, ns, name, p).await);
+        let mut oracle = self.oracle.lock();
+        let finishing = oracle.finishing.remove(&call_key(r, ns, name));
+        if let (Ok(_), Some(owners)) = (&answer, finishing) {
+            oracle.orphaned.extend(owners);
+        }
+        answer
+    }
+}
+
+/// The collector the tests run, over [`Served`].
+type Gc = Collector<Served>;
 
 /// What the cluster's hook shares with the world: the actions made between the collector's
 /// calls and the oracle judging each call.
@@ -1192,7 +1260,7 @@ struct CallHook {
     graph: Arc<Graph>,
     /// The collector, for the other workers' items (weak: the cluster's hook must not keep
     /// the collector, which holds the cluster, alive).
-    other_workers: Arc<OnceLock<Weak<Collector<MemoryCluster>>>>,
+    other_workers: Arc<OnceLock<Weak<Gc>>>,
     /// The watchers, for deliveries during an item (weak, for the same reason).
     watchers: Arc<OnceLock<Weak<Mutex<Watchers>>>>,
 }
@@ -1261,9 +1329,12 @@ impl CallHook {
         if let Some(unblocking) = unblocking(&now.state, call) {
             oracle.unblockings.push(unblocking);
         }
-        let OracleState { violations, orphaned, window, races, graph_races, .. } = &mut *oracle;
-        if let Some(v) = judge(&now.state, &now.observed, call, orphaned) {
-            if let Some(race) = upstream_race(window, &now, call, orphaned) {
+        let OracleState { violations, orphaned, finishing, window, races, graph_races, .. } =
+            &mut *oracle;
+        // What the judgement remembers of an orphaning waits for the call's answer (`Served`).
+        let mut remembered = orphaned.clone();
+        if let Some(v) = judge(&now.state, &now.observed, call, &mut remembered) {
+            if let Some(race) = upstream_race(window, &now, call, &mut remembered) {
                 *races += 1;
                 *graph_races += usize::from(race == Race::Graph);
             } else {
@@ -1282,6 +1353,10 @@ impl CallHook {
                     "{v}\n  calls before: {recent:#?}\n  made just before: {made:?}"
                 ));
             }
+        }
+        remembered.retain(|uid, deleted_at| orphaned.get(uid) != Some(&*deleted_at));
+        if !remembered.is_empty() {
+            finishing.insert(call_key(&call.resource, &call.namespace, &call.name), remembered);
         }
         window.push(now);
     }
@@ -1304,7 +1379,7 @@ struct Watchers {
     cluster: Arc<MemoryCluster>,
     /// The graph builder the watchers' notifications go through, as in the controller (its
     /// resource stores, relist diffs and lagging-watcher notes included).
-    builder: GraphBuilder<MemoryCluster>,
+    builder: GraphBuilder<Served>,
     /// Watch events not yet delivered to the graph.
     undelivered: Vec<Event>,
     /// Resources whose watcher broke (or relisted) and has not resumed.
@@ -1316,7 +1391,8 @@ struct Watchers {
 
 struct World {
     cluster: Arc<MemoryCluster>,
-    collector: Arc<Collector<MemoryCluster>>,
+    collector: Arc<Gc>,
+    faults: Arc<Faults>,
     graph: Arc<Graph>,
     watchers: Arc<Mutex<Watchers>>,
     users: Arc<Mutex<Users>>,
@@ -1470,7 +1546,7 @@ impl World {
         let meanwhile = Arc::new(Mutex::new(Meanwhile::new()));
         let oracle = Arc::new(Mutex::new(OracleState::default()));
         let graph = Arc::new(Graph::new(2).unwrap());
-        let other_workers: Arc<OnceLock<Weak<Collector<MemoryCluster>>>> = Arc::default();
+        let other_workers: Arc<OnceLock<Weak<Gc>>> = Arc::default();
         let hook_watchers: Arc<OnceLock<Weak<Mutex<Watchers>>>> = Arc::default();
         let hook = CallHook {
             users: users.clone(),
@@ -1496,7 +1572,27 @@ impl World {
             }
             None
         });
-        let (collector, changes) = support::immediate_collector(&graph, &cluster, options);
+        // After the oracle's hook: a faulted call is judged first, as the server would serve it.
+        let faults = Arc::new(Faults::default());
+        let (f, o) = (faults.clone(), oracle.clone());
+        cluster.on_call(move |cluster, call| {
+            if !f.armed_for(call.verb()) {
+                return None;
+            }
+            // What the call would write, before a `Gone` fault removes its object.
+            let write = write_kind(&State::of(cluster), call);
+            let (fault, error) = f.on_call(cluster, call)?;
+            if let Some(write) = write {
+                *o.lock().faulted.entry((write, fault)).or_default() += 1;
+            }
+            error
+        });
+        let served = Arc::new(Served {
+            inner: cluster.clone(),
+            oracle: oracle.clone(),
+            faults: faults.clone(),
+        });
+        let (collector, changes) = support::immediate_collector(&graph, &served, options);
         if options.early_collection {
             collector.begin_warm_up();
         }
@@ -1511,10 +1607,10 @@ impl World {
             slots: slots.clone(),
         }));
         let _ = hook_watchers.set(Arc::downgrade(&watchers));
-        World { cluster, collector, graph, watchers, users, meanwhile, oracle, slots }
+        World { cluster, collector, graph, watchers, users, meanwhile, oracle, faults, slots }
     }
 
-    fn collector(&self) -> &Collector<MemoryCluster> {
+    fn collector(&self) -> &Gc {
         &self.collector
     }
 
@@ -1574,6 +1670,7 @@ impl World {
                 self.prove();
             }
             Op::Meanwhile { calls, op } => self.meanwhile.lock().push((*calls, (**op).clone())),
+            Op::Fault { verb, kind } => self.faults.arm(*verb, *kind),
             _ => self.user_action(op),
         }
     }
@@ -1588,12 +1685,13 @@ impl World {
     /// Other controllers finish (their finalizers go), everything is delivered and the workers
     /// run until nothing is left to do (bounded). Returns whether they became idle.
     fn settle(&mut self) -> bool {
-        // User actions still waiting are made during a first round of the workers, on what
-        // the history left; then the users stop.
+        // User actions and faults still waiting are made during a first round of the workers,
+        // on what the history left; then the users and the faults stop.
         self.deliver_all();
         self.work(50, false);
         self.work(50, true);
         self.meanwhile.lock().clear();
+        self.faults.disarm();
         for slot in 0..self.slots.len() {
             self.user_action(&Op::Finalizer { slot, add: false });
         }
@@ -1724,15 +1822,13 @@ proptest! {
     /// Every write the collector makes on a stale graph is one upstream would make on the live
     /// state, with the controller's options on; and nothing is left stuck.
     #[test]
-    fn writes_on_stale_views_are_upstreams(ops in prop::collection::vec(op(), 1..40)) {
+    fn writes_on_stale_views_are_upstreams(ops in history()) {
         run(&ops, false)?;
     }
 
     /// The same with early collection (warm-up, then `finish_warm_up` at a random point).
     #[test]
-    fn writes_on_stale_views_are_upstreams_with_early_collection(
-        ops in prop::collection::vec(op(), 1..40),
-    ) {
+    fn writes_on_stale_views_are_upstreams_with_early_collection(ops in history()) {
         run(&ops, true)?;
     }
 }
@@ -2134,9 +2230,21 @@ fn another_workers_item_runs_between_a_read_and_a_write() {
 fn the_histories_reach_changes_during_items_and_relists() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
-    // A fixed seed: the same histories every run, so the counts below cannot flake.
+    // A fixed seed: the same histories every run, so the counts below cannot flake. The faults
+    // are drawn apart, so that the histories stay those drawn before faults were added.
     let mut runner = TestRunner::deterministic();
+    let mut fault_runner = TestRunner::new_with_rng(
+        proptest::test_runner::Config::default(),
+        proptest::test_runner::TestRng::from_seed(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+            &[11; 32],
+        ),
+    );
     let strategy = prop::collection::vec(op(), 1..40);
+    let faults = fault_schedule();
+    // Faults fired, by verb and kind; on writes, by the write's kind.
+    let mut fired: BTreeMap<(&'static str, FaultKind), u64> = BTreeMap::new();
+    let mut faulted: BTreeMap<(&'static str, FaultKind), usize> = BTreeMap::new();
     let (mut writes_after_changes, mut races, mut other_items, mut relist_deletes) = (0, 0, 0, 0);
     let (mut graph_moves, mut graph_races, mut other_proofs) = (0, 0, 0);
     // References removed by the memory of orphaned owners (dependents seen too late).
@@ -2144,8 +2252,16 @@ fn the_histories_reach_changes_during_items_and_relists() {
     let mut by_kind: BTreeMap<&'static str, usize> = BTreeMap::new();
     for _ in 0..5000 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
+        let schedule = faults.new_tree(&mut fault_runner).unwrap().current();
+        let history = insert_faults(history, schedule, |verb, kind| Op::Fault { verb, kind });
         let world = run_world(&history, false).unwrap();
+        for (key, n) in world.faults.fired() {
+            *fired.entry(key).or_default() += n;
+        }
         let oracle = world.oracle.lock();
+        for (key, n) in &oracle.faulted {
+            *faulted.entry(*key).or_default() += n;
+        }
         writes_after_changes += oracle.writes_after_changes;
         races += oracle.races;
         other_items += oracle.other_items;
@@ -2171,6 +2287,28 @@ fn the_histories_reach_changes_during_items_and_relists() {
     assert!(graph_moves > 0, "no delivery moved the graph during an item");
     assert!(other_proofs > 0, "no round of proofs ran inside an item");
     assert!(relist_deletes > 0, "no relist made a delete");
+    eprintln!("faults fired: {fired:?}; on writes, by kind: {faulted:?}");
+    for verb in [Verb::Get, Verb::List, Verb::Patch, Verb::Delete] {
+        for kind in [
+            FaultKind::Unavailable,
+            FaultKind::Throttled,
+            FaultKind::Conflict,
+            FaultKind::Gone,
+            FaultKind::Lost,
+        ] {
+            let n = fired.get(&(verb.as_str(), kind)).copied().unwrap_or_default();
+            assert!(!kind.fits(verb) || n > 0, "no {kind:?} fault on a {verb:?}: {fired:?}");
+        }
+    }
+    // Every kind of write refused, and served with its answer lost.
+    for write in
+        ["delete background", "remove references", "remove orphan", "remove foregroundDeletion"]
+    {
+        let n = |kind| faulted.get(&(write, kind)).copied().unwrap_or_default();
+        assert!(n(FaultKind::Lost) > 0, "no {write} with its answer lost: {faulted:?}");
+        let refused = n(FaultKind::Unavailable) + n(FaultKind::Throttled) + n(FaultKind::Conflict);
+        assert!(refused > 0, "no {write} refused: {faulted:?}");
+    }
     // Too rare for this budget (none of these 5,000 histories reaches it):
     // `a_dependent_of_two_orphaned_owners_seen_late_loses_both_references` and the tests after
     // it drive it on purpose.
@@ -2421,4 +2559,48 @@ fn a_finalizers_removal_leaves_the_references() {
     ];
     let world = run_world(&ops, false).unwrap();
     assert!(world.live(0).is_none() && world.live(1).is_none());
+}
+
+/// A ReplicaSet deleted with `orphan` whose Pod the graph has not seen yet (the ReplicaSets'
+/// watcher delivers first), and whose `orphan` removal fails with `kind`. Returns the world
+/// after that failure, the fault fired and nothing refused.
+fn a_failed_orphaning(kind: FaultKind, then: &[Op]) -> World {
+    let ops = [
+        Op::Create { slot: 1, owners: vec![] },
+        Op::Create { slot: 3, owners: vec![(1, false, true)] },
+        Op::Delete { slot: 1, policy: Some(PropagationPolicy::Orphan) },
+        Op::DeliverResource { slot: 1, per_256: 255 },
+        Op::Fault { verb: Verb::Patch, kind },
+        Op::Work { n: 1, orphan: true },
+    ];
+    let world = run_world(&[&ops[..], then].concat(), false).unwrap();
+    assert_eq!(world.faults.fired().get(&("patch", kind)), Some(&1));
+    let removal = ("remove orphan", kind);
+    assert_eq!(world.oracle.lock().faulted.get(&removal), Some(&1));
+    world
+}
+
+/// The finalizer removal served, its answer lost: the owner went, but the collector, not told
+/// so, forgets the orphaning, and the Pod seen later naming it is upstream's to collect. An
+/// oracle remembering the orphaning at its judgement accepts a collector that remembers it too
+/// and removes the Pod's reference instead (the memory of orphaned owners).
+#[test]
+fn an_orphaning_whose_answer_is_lost_is_not_remembered() {
+    let world = a_failed_orphaning(FaultKind::Lost, &[]);
+    assert!(world.live(1).is_none() && world.live(3).is_none(), "collected, as upstream does");
+    assert!(world.oracle.lock().orphaned.is_empty());
+    assert_eq!(late_orphans(&world), (0, 0));
+}
+
+/// The finalizer removal refused (503); the user then lets the owner go (removes `orphan`
+/// itself) before the collector tries again. The orphaning did not end by the collector's
+/// hand, so the Pod seen later is upstream's to collect.
+#[test]
+fn an_orphaning_the_server_refuses_is_not_remembered() {
+    let world = a_failed_orphaning(
+        FaultKind::Unavailable,
+        &[Op::GcFinalizer { slot: 1, orphan: true, add: false }],
+    );
+    assert!(world.live(1).is_none() && world.live(3).is_none(), "collected, as upstream does");
+    assert!(world.oracle.lock().orphaned.is_empty());
 }
