@@ -10,8 +10,10 @@
 //! the workers run, so workers often decide on a stale graph. A watcher's watch may also break
 //! for a while: its events wait until it resumes, and the collector is told, as the graph
 //! builder tells it. The workers run the controller's options (`read_items_from_graph`,
-//! `skip_observed_verification`, `garbage_first`, `bulk_absence_proof`, the catch-up timeout).
-//! The server fails some of the collector's calls ([`Op::Fault`], `support::faults`): a GET, a LIST
+//! `skip_observed_verification`, `garbage_first`, `bulk_absence_proof`), and either the
+//! controller's catch-up timeout (orphanings and foreground steps wait for a broken watcher) or,
+//! in some histories, a zero one (`--watcher-catch-up-timeout=0`: no wait, as upstream). The
+//! server fails some of the collector's calls ([`Op::Fault`], `support::faults`): a GET, a LIST
 //! page, a PATCH or a DELETE refused (503, 429, a write's 409, a write's object gone just
 //! before), or a write served and its answer lost.
 //!
@@ -24,11 +26,13 @@
 //! state, and are taken from the collector's graph here, as upstream takes them from its own
 //! (lagging) one: how many dependents an item has (Foreground when an owner waits), and which
 //! dependents block or are to be orphaned (a dependent not observed yet cannot be waited for:
-//! upstream's race #26120, the same in every informer-based collector), except that `orphan`
-//! and `foregroundDeletion` may not go while a dependent (a blocking one, for
-//! `foregroundDeletion`) is unseen because its watcher is down, nor may a dependent of a waiting
-//! owner be deleted as if it had no dependents of its own while one is unseen that way.
-//! Everything else is judged on live state. A call the server refuses is judged as if it were served (the
+//! upstream's race #26120, the same in every informer-based collector), except that, while the
+//! collector waits for watchers (a nonzero catch-up timeout, never reached here), `orphan` and
+//! `foregroundDeletion` may not go while a dependent (a blocking one, for `foregroundDeletion`)
+//! is unseen because its watcher is down, nor may a dependent of a waiting owner be deleted as
+//! if it had no dependents of its own while one is unseen that way. With a zero timeout those
+//! writes are upstream's decisions on its lagging graph, and judged as such. Everything else is
+//! judged on live state. A call the server refuses is judged as if it were served (the
 //! collector meant it); one whose answer is lost took effect, and what the collector does next
 //! is judged on the state it left. After the history, faults stop, every event is delivered,
 //! the workers run to quiescence, and nothing may be stuck: no GC finalizer whose condition
@@ -158,11 +162,23 @@ fn history() -> impl Strategy<Value = Vec<Op>> {
     with_faults(prop::collection::vec(op(), 1..40), |verb, kind| Op::Fault { verb, kind })
 }
 
+/// Whether a history's collector does not wait for watchers (a zero catch-up timeout), about
+/// one history in three.
+fn no_wait() -> impl Strategy<Value = bool> {
+    prop::bool::weighted(1.0 / 3.0)
+}
+
 /// What the oracle shares with the test.
 #[derive(Default)]
 struct Verdicts {
     /// Set while the test itself (a user) calls the cluster: those calls are not judged.
     user: AtomicBool,
+    /// The collector's catch-up timeout is zero: it never waits for a watcher that is behind,
+    /// as upstream never does.
+    no_wait: bool,
+    /// Writes a collector waiting for watchers would hold, accepted because this one does not
+    /// wait (upstream's decision on its lagging graph), by kind.
+    went_ahead: Mutex<BTreeMap<&'static str, u64>>,
     /// Faults fired on the collector's writes, by the write's kind ([`write_kind`]) and the
     /// fault's.
     faulted: Mutex<BTreeMap<(&'static str, FaultKind), u64>>,
@@ -262,13 +278,20 @@ struct World {
 }
 
 impl World {
+    /// A world whose collector waits for watchers behind, for the controller's default timeout.
     fn new() -> World {
+        World::with(false)
+    }
+
+    /// A world whose collector waits for watchers behind (for the controller's default
+    /// timeout, never reached here), or, with `no_wait`, does not wait at all (a zero timeout).
+    fn with(no_wait: bool) -> World {
         let cluster = Arc::new(MemoryCluster::new());
         cluster.register(slot_resource(0));
         cluster.register(slot_resource(3));
         cluster.register_custom(slot_resource(7));
         let graph = Arc::new(Graph::new(4).unwrap());
-        let verdicts = Arc::new(Verdicts::default());
+        let verdicts = Arc::new(Verdicts { no_wait, ..Verdicts::default() });
         let faults = Arc::new(Faults::default());
         let served = Arc::new(Served {
             inner: cluster.clone(),
@@ -286,6 +309,11 @@ impl World {
                 bulk_absence_proof: true,
             },
         );
+        let collector = if no_wait {
+            collector.with_catch_up_timeout(std::time::Duration::ZERO)
+        } else {
+            collector
+        };
         let (v, g) = (verdicts.clone(), graph.clone());
         cluster.on_call(move |cluster, call| {
             if !v.user.load(Ordering::SeqCst) {
@@ -738,10 +766,12 @@ fn judge_delete(
         // for the watcher (`collector::lagging_watchers`) rather than delete the item in the
         // background and leave its dependent to outlive the waiting owner.
         if let Some(d) = dependents_of(cluster, verdicts, &item.uid).iter().find(|d| d.unseen) {
-            return Err(format!(
-                "deleted without waiting for {}, unseen (its watcher is down), while an owner waits",
-                d.meta.name
-            ));
+            went_ahead(verdicts, "delete a waiting owner's dependent", || {
+                format!(
+                    "deleted without waiting for {}, unseen (its watcher is down), while an owner waits",
+                    d.meta.name
+                )
+            })?;
         }
     }
     let want = if waiting { PropagationPolicy::Foreground } else { policy_for_finalizers(item) };
@@ -751,6 +781,21 @@ fn judge_delete(
             options.propagation_policy, item.finalizers
         ));
     }
+    Ok(())
+}
+
+/// A write resting on the graph while a watcher is down, which `why` says a collector waiting
+/// for watchers would hold: refused, unless this collector does not wait (a zero catch-up
+/// timeout), when it is upstream's decision on its lagging graph (#26120), counted as `kind`.
+fn went_ahead(
+    verdicts: &Verdicts,
+    kind: &'static str,
+    why: impl FnOnce() -> String,
+) -> Result<(), String> {
+    if !verdicts.no_wait {
+        return Err(why());
+    }
+    *verdicts.went_ahead.lock().unwrap().entry(kind).or_default() += 1;
     Ok(())
 }
 
@@ -852,10 +897,12 @@ fn judge_patch(
             // waits for the watcher (`collector::lagging_watchers`), where upstream would
             // leave the dependent to be collected.
             if let Some(d) = dependents.iter().find(|d| d.unseen) {
-                return Err(format!(
-                    "removed `orphan` while {} refers to it, unseen: its watcher is down",
-                    d.meta.name
-                ));
+                went_ahead(verdicts, "remove orphan", || {
+                    format!(
+                        "removed `orphan` while {} refers to it, unseen: its watcher is down",
+                        d.meta.name
+                    )
+                })?;
             }
             // Remembered once the collector is answered that it took effect ([`Served`]).
             let key = call_key(&call.resource, &call.namespace, &call.name);
@@ -874,10 +921,12 @@ fn judge_patch(
                 // The same wait as for `orphan`: the owner would go before a blocking dependent
                 // the graph has not seen because its watcher is down.
                 if d.unseen {
-                    return Err(format!(
-                        "removed `foregroundDeletion` while {} blocks it, unseen: its watcher is down",
-                        d.meta.name
-                    ));
+                    went_ahead(verdicts, "remove foregroundDeletion", || {
+                        format!(
+                            "removed `foregroundDeletion` while {} blocks it, unseen: its watcher is down",
+                            d.meta.name
+                        )
+                    })?;
                 }
             }
         }
@@ -1038,8 +1087,8 @@ fn owner_being_orphaned(cluster: &MemoryCluster, item: &ObjectMeta, r: &OwnerRef
         .is_some_and(|o| o.uid == r.uid && o.deletion_timestamp && o.has_finalizer(ORPHAN))
 }
 
-fn run(history: &[Op]) -> Result<(), TestCaseError> {
-    run_in(&mut World::new(), history)
+fn run(history: &[Op], no_wait: bool) -> Result<(), TestCaseError> {
+    run_in(&mut World::with(no_wait), history)
 }
 
 fn run_in(world: &mut World, history: &[Op]) -> Result<(), TestCaseError> {
@@ -1064,10 +1113,14 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     /// Every collector write is one upstream would make on the live state at that moment, and
-    /// nothing is stuck once every event is delivered, the server failing some calls.
+    /// nothing is stuck once every event is delivered: with faults, and with a collector that
+    /// waits for watchers or one that does not.
     #[test]
-    fn every_write_is_upstreams_decision_on_the_live_state(history in history()) {
-        run(&history)?;
+    fn every_write_is_upstreams_decision_on_the_live_state(
+        history in history(),
+        no_wait in no_wait(),
+    ) {
+        run(&history, no_wait)?;
     }
 }
 
@@ -1097,7 +1150,8 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     // A fixed seed: the same histories every run, so the counts below cannot flake. The faults
-    // are drawn apart, so that the histories stay those drawn before faults were added.
+    // and the choice of timeout are drawn apart, so that the histories stay those drawn before
+    // either was added.
     let mut runner = TestRunner::deterministic();
     let mut fault_runner = TestRunner::new_with_rng(
         proptest::test_runner::Config::default(),
@@ -1107,11 +1161,13 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
         ),
     );
     let strategy = prop::collection::vec(op(), 1..40);
-    let faults = fault_schedule();
+    let faults = (fault_schedule(), no_wait());
     let mut totals: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
-    // Faults fired, by verb and kind; on writes, by the write's kind.
+    // Faults fired, by verb and kind; on writes, by the write's kind; writes a waiting
+    // collector would hold, made by one that does not wait.
     let mut fired: BTreeMap<(&'static str, FaultKind), u64> = BTreeMap::new();
     let mut faulted: BTreeMap<(&'static str, FaultKind), u64> = BTreeMap::new();
+    let mut went_ahead: BTreeMap<&'static str, u64> = BTreeMap::new();
     // Owners proven absent by a list, and deletions in histories where a list proved one.
     let (mut proven, mut deletes_after_proofs) = (0, 0);
     // Orphanings and foreground deletions held while a watcher was down.
@@ -1120,15 +1176,18 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     let mut late_orphans = 0;
     for _ in 0..1500 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
-        let schedule = faults.new_tree(&mut fault_runner).unwrap().current();
+        let (schedule, no_wait) = faults.new_tree(&mut fault_runner).unwrap().current();
         let history = insert_faults(history, schedule, |verb, kind| Op::Fault { verb, kind });
-        let mut world = World::new();
+        let mut world = World::with(no_wait);
         run_in(&mut world, &history).unwrap();
         for (key, n) in world.faults.fired() {
             *fired.entry(key).or_default() += n;
         }
         for (key, n) in world.verdicts.faulted.lock().unwrap().iter() {
             *faulted.entry(*key).or_default() += n;
+        }
+        for (kind, n) in world.verdicts.went_ahead.lock().unwrap().iter() {
+            *went_ahead.entry(kind).or_default() += n;
         }
         let by_list = world.collector.stats().proven_absent.load(Ordering::Relaxed);
         let stats = world.collector.stats();
@@ -1154,6 +1213,7 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     assert!(held_foreground > 0, "no history held a foreground deletion for a broken watch");
     eprintln!("references removed by the memory of orphaned owners: {late_orphans}");
     eprintln!("faults fired: {fired:?}; on writes, by kind: {faulted:?}");
+    eprintln!("writes a waiting collector holds, made by one that does not wait: {went_ahead:?}");
     for verb in [Verb::Get, Verb::List, Verb::Patch, Verb::Delete] {
         for kind in [
             FaultKind::Unavailable,
@@ -1180,6 +1240,10 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
         let refused = n(FaultKind::Unavailable) + n(FaultKind::Throttled) + n(FaultKind::Conflict);
         assert!(refused > 0, "no {write} refused: {faulted:?}");
     }
+    // Rare (a watcher down, the owner's decision made meanwhile, a dependent of it unseen):
+    // the tests after `an_orphaning_goes_ahead_without_waiting_when_the_timeout_is_zero` drive
+    // each kind on purpose.
+    assert!(went_ahead.values().sum::<u64>() > 0, "no write went ahead of a watcher down");
     // Too rare for this budget (about one history in 4,000 reaches it):
     // `a_dependent_of_two_orphaned_owners_seen_late_loses_both_references` and the tests after
     // it drive it on purpose.
@@ -1467,4 +1531,115 @@ fn a_delete_whose_answer_is_lost_is_decided_again() {
     run_in(&mut world, &history).unwrap();
     assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
     assert_eq!(world.faults.fired().get(&("delete", FaultKind::Lost)), Some(&1));
+}
+
+/// The orphaning of a ReplicaSet whose Pod the graph has not seen, the Pods' watcher being
+/// down. A collector waiting for watchers holds it (and orphans the Pod once the watcher is
+/// back); with a zero catch-up timeout it goes ahead as upstream does (#26120): `orphan` goes
+/// with the unseen Pod still naming the owner, which the oracle accepts then only. The memory
+/// of orphaned owners then removes the Pod's reference once it is seen.
+#[test]
+fn an_orphaning_goes_ahead_without_waiting_when_the_timeout_is_zero() {
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Deliver { n: 0 },
+        Op::Break { watcher: 1 },
+        Op::Create { slot: 3, owners: vec![(0, false)] },
+        Op::Delete { slot: 0, policy: 3 },
+        Op::Deliver { n: 0 },
+        Op::Work { n: 2 },
+    ];
+    for no_wait in [false, true] {
+        let mut world = World::with(no_wait);
+        for op in &history {
+            world.apply(op);
+        }
+        let violations = world.verdicts.violations.lock().unwrap().clone();
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert_eq!(world.object(0).is_none(), no_wait, "went ahead only without the wait");
+        let held = world.collector.stats().orphans_held_for_watchers.load(Ordering::Relaxed);
+        assert_eq!(held > 0, !no_wait);
+        run_in(&mut world, &[]).unwrap();
+        let pod = world.object(3).expect("orphaned, not collected");
+        assert!(pod.owner_references.is_empty(), "{pod:?}");
+        let went_ahead = world.verdicts.went_ahead.lock().unwrap().clone();
+        assert_eq!(went_ahead.get("remove orphan").copied(), no_wait.then_some(1));
+        assert_eq!(late_orphans(&world).0, u64::from(no_wait));
+    }
+    // The acceptance depends on the timeout: the same write from a collector that waits is
+    // refused.
+    let mut world = World::new();
+    for op in &history[..6] {
+        world.apply(op);
+    }
+    let owner = world.object(0).unwrap();
+    let remaining: Vec<String> =
+        owner.finalizers.iter().filter(|f| *f != ORPHAN).cloned().collect();
+    let body =
+        kube_gc_engine::patch::remove_finalizer_json_merge(&owner.resource_version, &remaining);
+    block_on(world.cluster.patch(&slot_resource(0), "ns", "o0", &body)).unwrap();
+    let violations = world.verdicts.violations.lock().unwrap().clone();
+    assert!(violations.iter().any(|v| v.contains("unseen: its watcher is down")), "{violations:?}");
+}
+
+/// A foreground deletion whose blocking Pod the graph has not seen, the Pods' watcher being
+/// down: a waiting collector holds the owner's `foregroundDeletion`; with a zero timeout it goes
+/// (upstream's race: the owner goes first), and the Pod, seen later, is collected.
+#[test]
+fn a_foreground_deletion_goes_ahead_without_waiting_when_the_timeout_is_zero() {
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Deliver { n: 0 },
+        Op::Break { watcher: 1 },
+        Op::Create { slot: 3, owners: vec![(0, true)] },
+        Op::Delete { slot: 0, policy: 2 },
+        Op::Deliver { n: 0 },
+        Op::Work { n: 2 },
+    ];
+    for no_wait in [false, true] {
+        let mut world = World::with(no_wait);
+        for op in &history {
+            world.apply(op);
+        }
+        let violations = world.verdicts.violations.lock().unwrap().clone();
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert_eq!(world.object(0).is_none(), no_wait, "went ahead only without the wait");
+        run_in(&mut world, &[]).unwrap();
+        assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
+        let went_ahead = world.verdicts.went_ahead.lock().unwrap().clone();
+        assert_eq!(went_ahead.get("remove foregroundDeletion").copied(), no_wait.then_some(1));
+    }
+}
+
+/// A dependent of an owner deleted in the foreground, whose own dependent the graph has not
+/// seen (the Pods' watcher down): a waiting collector holds its deletion; with a zero timeout
+/// it deletes it in the background, as upstream, whose graph shows it no dependents.
+#[test]
+fn a_waiting_owners_dependent_goes_without_waiting_when_the_timeout_is_zero() {
+    let history = [
+        Op::Create { slot: 0, owners: vec![] },
+        Op::Create { slot: 1, owners: vec![(0, true)] },
+        Op::Deliver { n: 0 },
+        Op::Break { watcher: 1 },
+        Op::Create { slot: 3, owners: vec![(1, true)] },
+        Op::Delete { slot: 0, policy: 2 },
+        Op::Deliver { n: 0 },
+        Op::Work { n: 3 },
+    ];
+    for no_wait in [false, true] {
+        let mut world = World::with(no_wait);
+        for op in &history {
+            world.apply(op);
+        }
+        let violations = world.verdicts.violations.lock().unwrap().clone();
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert_eq!(world.object(1).is_none(), no_wait, "went ahead only without the wait");
+        run_in(&mut world, &[]).unwrap();
+        assert!(world.cluster.objects().is_empty(), "{:?}", world.cluster.objects());
+        let went_ahead = world.verdicts.went_ahead.lock().unwrap().clone();
+        assert_eq!(
+            went_ahead.get("delete a waiting owner's dependent").copied(),
+            no_wait.then_some(1)
+        );
+    }
 }

@@ -17,9 +17,11 @@
 //! a write's object gone just before), or a write served and its answer lost. A refused call is
 //! judged as if served (the collector meant it); what the collector remembers of a write
 //! depends on its answer, so an orphaning counts once its finalizer removal is answered with
-//! success ([`Served`]). After the history the faults stop, everything is delivered, the
-//! workers run to quiescence and liveness is checked: no GC finalizer left, no garbage left
-//! unless the orphaning kept it.
+//! success ([`Served`]). Some histories run a collector with a zero catch-up timeout (no wait
+//! for a watcher behind, as upstream), whose writes the oracle judges as it judges every other:
+//! on the dependents the graph holds. After the history the faults stop, everything is
+//! delivered, the workers run to quiescence and liveness is checked: no GC finalizer left, no
+//! garbage left unless the orphaning kept it.
 //!
 //! `PROPTEST_CASES` scales the run (default 2000, ~1.5 s in debug when passing); a failure
 //! shrinks to a minimal history. The minimal histories found against the code before the
@@ -207,6 +209,12 @@ fn op() -> impl Strategy<Value = Op> {
 /// A history: [`op`]s, with faults inserted.
 fn history() -> impl Strategy<Value = Vec<Op>> {
     with_faults(prop::collection::vec(op(), 1..40), |verb, kind| Op::Fault { verb, kind })
+}
+
+/// Whether a history's collector does not wait for watchers behind (a zero catch-up timeout,
+/// upstream's behaviour), about one history in three.
+fn no_wait() -> impl Strategy<Value = bool> {
+    prop::bool::weighted(1.0 / 3.0)
 }
 
 /// The owners whose `orphan` finalizer the collector removed, by UID, each with its
@@ -1528,7 +1536,15 @@ impl Watchers {
 }
 
 impl World {
+    /// A world whose collector has `options`, and waits for watchers behind for the default
+    /// catch-up timeout (never reached here).
     fn new(options: CollectorOptions) -> World {
+        World::with(options, false)
+    }
+
+    /// [`World::new`]; with `no_wait`, the collector's catch-up timeout is zero: it never waits
+    /// for a watcher behind, as upstream.
+    fn with(options: CollectorOptions, no_wait: bool) -> World {
         let cluster = Arc::new(MemoryCluster::new());
         let slots = slots();
         for (res, _) in &slots {
@@ -1593,6 +1609,11 @@ impl World {
             faults: faults.clone(),
         });
         let (collector, changes) = support::immediate_collector(&graph, &served, options);
+        let collector = if no_wait {
+            collector.with_catch_up_timeout(std::time::Duration::ZERO)
+        } else {
+            collector
+        };
         if options.early_collection {
             collector.begin_warm_up();
         }
@@ -1778,7 +1799,12 @@ fn run(ops: &[Op], early: bool) -> Result<(), TestCaseError> {
 
 /// [`run`], returning the settled world.
 fn run_world(ops: &[Op], early: bool) -> Result<World, TestCaseError> {
-    let mut world = World::new(controller_options(early));
+    run_world_with(ops, early, false)
+}
+
+/// [`run_world`]; with `no_wait`, the collector's catch-up timeout is zero.
+fn run_world_with(ops: &[Op], early: bool, no_wait: bool) -> Result<World, TestCaseError> {
+    let mut world = World::with(controller_options(early), no_wait);
     for op in ops {
         world.step(op);
         let violations = std::mem::take(&mut world.oracle.lock().violations);
@@ -1822,14 +1848,17 @@ proptest! {
     /// Every write the collector makes on a stale graph is one upstream would make on the live
     /// state, with the controller's options on; and nothing is left stuck.
     #[test]
-    fn writes_on_stale_views_are_upstreams(ops in history()) {
-        run(&ops, false)?;
+    fn writes_on_stale_views_are_upstreams(ops in history(), no_wait in no_wait()) {
+        run_world_with(&ops, false, no_wait)?;
     }
 
     /// The same with early collection (warm-up, then `finish_warm_up` at a random point).
     #[test]
-    fn writes_on_stale_views_are_upstreams_with_early_collection(ops in history()) {
-        run(&ops, true)?;
+    fn writes_on_stale_views_are_upstreams_with_early_collection(
+        ops in history(),
+        no_wait in no_wait(),
+    ) {
+        run_world_with(&ops, true, no_wait)?;
     }
 }
 
@@ -2231,7 +2260,8 @@ fn the_histories_reach_changes_during_items_and_relists() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     // A fixed seed: the same histories every run, so the counts below cannot flake. The faults
-    // are drawn apart, so that the histories stay those drawn before faults were added.
+    // and the choice of timeout are drawn apart, so that the histories stay those drawn before
+    // either was added.
     let mut runner = TestRunner::deterministic();
     let mut fault_runner = TestRunner::new_with_rng(
         proptest::test_runner::Config::default(),
@@ -2241,7 +2271,7 @@ fn the_histories_reach_changes_during_items_and_relists() {
         ),
     );
     let strategy = prop::collection::vec(op(), 1..40);
-    let faults = fault_schedule();
+    let faults = (fault_schedule(), no_wait());
     // Faults fired, by verb and kind; on writes, by the write's kind.
     let mut fired: BTreeMap<(&'static str, FaultKind), u64> = BTreeMap::new();
     let mut faulted: BTreeMap<(&'static str, FaultKind), usize> = BTreeMap::new();
@@ -2252,9 +2282,9 @@ fn the_histories_reach_changes_during_items_and_relists() {
     let mut by_kind: BTreeMap<&'static str, usize> = BTreeMap::new();
     for _ in 0..5000 {
         let history = strategy.new_tree(&mut runner).unwrap().current();
-        let schedule = faults.new_tree(&mut fault_runner).unwrap().current();
+        let (schedule, no_wait) = faults.new_tree(&mut fault_runner).unwrap().current();
         let history = insert_faults(history, schedule, |verb, kind| Op::Fault { verb, kind });
-        let world = run_world(&history, false).unwrap();
+        let world = run_world_with(&history, false, no_wait).unwrap();
         for (key, n) in world.faults.fired() {
             *fired.entry(key).or_default() += n;
         }
@@ -2603,4 +2633,32 @@ fn an_orphaning_the_server_refuses_is_not_remembered() {
     );
     assert!(world.live(1).is_none() && world.live(3).is_none(), "collected, as upstream does");
     assert!(world.oracle.lock().orphaned.is_empty());
+}
+
+/// A collector that does not wait for watchers (a zero catch-up timeout) orphans with the
+/// Pods' watch broken, as upstream does: the unseen Pod keeps its reference, and once seen has
+/// it removed by the memory of orphaned owners. A waiting collector holds the orphaning
+/// instead, and orphans the Pod once the watch is back.
+#[test]
+fn an_orphaning_goes_ahead_of_a_broken_watch_only_without_the_wait() {
+    let ops = [
+        Op::Create { slot: 1, owners: vec![] },
+        Op::Deliver { per_256: 255 },
+        // The Pods' watcher lists (it has synced, and can fall behind) and resumes.
+        Op::BreakWatch { slot: 3, relist: true },
+        Op::Deliver { per_256: 255 },
+        Op::BreakWatch { slot: 3, relist: false },
+        Op::Create { slot: 3, owners: vec![(1, false, true)] },
+        Op::Delete { slot: 1, policy: Some(PropagationPolicy::Orphan) },
+        Op::DeliverResource { slot: 1, per_256: 255 },
+        Op::Work { n: 1, orphan: true },
+    ];
+    for no_wait in [false, true] {
+        let world = run_world_with(&ops, false, no_wait).unwrap();
+        let pod = world.live(3).expect("orphaned, not collected");
+        assert!(pod.owner_references.is_empty(), "{pod:?}");
+        let stats = world.collector().stats();
+        assert_eq!(stats.orphans_held_for_watchers.load(Ordering::Relaxed) > 0, !no_wait);
+        assert_eq!(late_orphans(&world).0, u64::from(no_wait));
+    }
 }
