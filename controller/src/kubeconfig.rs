@@ -10,22 +10,52 @@ use crate::{Error, Flags, Result};
 
 /// The client configuration `flags` and the environment call for (see the module docs).
 pub async fn client_config(flags: &Flags) -> Result<kube::Config> {
-    let options = KubeConfigOptions::default();
     if let Some(path) = &flags.kubeconfig {
         // Named explicitly: it must be there.
-        let kubeconfig = read(path)?;
-        return Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?);
+        return from_kubeconfig(read(path)?).await;
     }
     if let Some(list) = std::env::var_os("KUBECONFIG")
         && let Some(kubeconfig) = merge_list(&list)?
     {
-        return Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?);
+        return from_kubeconfig(kubeconfig).await;
     }
     let home = std::env::var_os("HOME").map(|h| Path::new(&h).join(".kube").join("config"));
     if let Some(path) = home.filter(|p| p.exists()) {
-        return Ok(kube::Config::from_custom_kubeconfig(read(&path)?, &options).await?);
+        return from_kubeconfig(read(&path)?).await;
     }
     Ok(kube::Config::incluster()?)
+}
+
+/// `kubeconfig`'s current context, its proxy from the environment chosen as kubectl chooses
+/// it ([`proxy_from_env`]).
+async fn from_kubeconfig(kubeconfig: Kubeconfig) -> Result<kube::Config> {
+    let options = KubeConfigOptions::default();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
+    proxy_from_env(&mut config, |name| std::env::var(name).ok());
+    Ok(config)
+}
+
+/// The proxy for a kubeconfig's cluster, as kubectl (Go's `ProxyFromEnvironment`) picks it:
+/// the kubeconfig's `proxy-url`, else `HTTPS_PROXY` unless `NO_PROXY` covers the API server.
+/// kube-rs matches `NO_PROXY` against the proxy's own address instead, so a server
+/// `NO_PROXY` excludes went through the proxy, and a proxy `NO_PROXY` names (a local one)
+/// was dropped for every server; this redoes its choice when it came from the environment.
+fn proxy_from_env(config: &mut kube::Config, var: impl Fn(&str) -> Option<String>) {
+    let first = |names: [&str; 2]| names.into_iter().filter_map(&var).find(|v| !v.is_empty());
+    let Some(env_proxy) = first(["HTTPS_PROXY", "https_proxy"]) else { return };
+    if config
+        .proxy_url
+        .as_ref()
+        .is_some_and(|p| env_proxy.parse::<http::Uri>().ok().as_ref() != Some(p))
+    {
+        return; // the kubeconfig's own proxy-url
+    }
+    let no_proxy = first(["NO_PROXY", "no_proxy"]).unwrap_or_default();
+    let matcher = hyper_util::client::proxy::matcher::Matcher::builder()
+        .https(env_proxy.as_str())
+        .no(no_proxy)
+        .build();
+    config.proxy_url = matcher.intercept(&config.cluster_url).map(|i| i.uri().clone());
 }
 
 /// The files of a `$KUBECONFIG` value merged as kubectl merges them: paths separated as the
@@ -54,6 +84,39 @@ fn read(path: &Path) -> Result<Kubeconfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `NO_PROXY` is matched against the API server (names and their subdomains, addresses,
+    /// CIDRs), not against the proxy; a kubeconfig's own `proxy-url` stays.
+    #[test]
+    fn no_proxy_is_matched_against_the_api_server() {
+        let proxy_for = |server: &str, from_kubeconfig: Option<&str>, env: &[(&str, &str)]| {
+            let mut config = kube::Config::new(server.parse().unwrap());
+            config.proxy_url = from_kubeconfig.map(|p| p.parse().unwrap());
+            let env: Vec<(String, String)> =
+                env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            proxy_from_env(&mut config, |name| {
+                env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+            });
+            config.proxy_url.map(|p| p.to_string())
+        };
+        let proxy = "http://proxy.corp:3128";
+        let via = Some("http://proxy.corp:3128/".to_owned());
+        let env = |no: &'static str| [("HTTPS_PROXY", proxy), ("NO_PROXY", no)];
+        // kube-rs set the environment's proxy; NO_PROXY decides by the server.
+        let k = Some(proxy);
+        assert_eq!(proxy_for("https://10.1.2.3:6443", k, &env("10.0.0.0/8")), None);
+        assert_eq!(proxy_for("https://api.corp:6443", k, &env(".corp")), None);
+        assert_eq!(proxy_for("https://api.corp:6443", k, &env("api.corp")), None);
+        assert_eq!(proxy_for("https://api.example:6443", k, &env("10.0.0.0/8,.corp")), via);
+        // kube-rs dropped it because NO_PROXY names the proxy itself: the server still needs it.
+        assert_eq!(proxy_for("https://api.example:6443", None, &env("proxy.corp")), via);
+        // The kubeconfig's own proxy-url, whatever the environment says.
+        let own = Some("http://other:8080");
+        let other = Some("http://other:8080/".to_owned());
+        assert_eq!(proxy_for("https://10.1.2.3:6443", own, &env("10.0.0.0/8")), other);
+        // No proxy in the environment: nothing changes.
+        assert_eq!(proxy_for("https://10.1.2.3:6443", None, &[("NO_PROXY", "*")]), None);
+    }
 
     /// A fresh directory of this test's own.
     fn scratch(test: &str) -> PathBuf {
