@@ -149,11 +149,8 @@ impl<C: Cluster> Collector<C> {
         let (read, mut from_graph) = match self.observed_state(item) {
             Some(observed) => (Ok(observed), true),
             None => {
-                let read = self.get_object(identity).await?;
-                if item.is_virtual {
-                    self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                (read, false)
+                // A virtual item's read proves it absent or present.
+                (self.get_object(identity, item.is_virtual).await?, false)
             }
         };
         let mut latest = match read {

@@ -57,7 +57,7 @@ impl<C: Cluster> Collector<C> {
         // (the API server then drops `orphan`), or it may be gone: orphaning its dependents
         // then would be a write no decision on the live state makes. One GET per orphaned
         // owner, not per dependent.
-        let deleted_at = match self.get_object(&owner.identity).await {
+        let deleted_at = match self.get_object(&owner.identity, false).await {
             Ok(Ok(live))
                 if live.uid == owner.identity.uid.to_string()
                     && live.deletion_timestamp

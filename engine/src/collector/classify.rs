@@ -67,8 +67,7 @@ impl<C: Cluster> Collector<C> {
         // predate the owner (deleted and created again under its name) and answer 404, or
         // the old UID, for it; the item would then be collected as its owner's garbage
         // (engine/tests/owner_lookups.rs).
-        self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match self.read(&resource, namespace, &owner.name).await {
+        match self.read_counted(&resource, namespace, &owner.name, true).await {
             Err(ClusterError::NotFound) => {
                 tracing::trace!(%item, owner = %key, "item's owner is not found");
                 self.absent_owners.add(key);

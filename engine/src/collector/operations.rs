@@ -48,12 +48,13 @@ impl<C: Cluster> Collector<C> {
     pub(super) async fn get_object(
         &self,
         identity: &ObjectReference,
+        proof: bool,
     ) -> Result<Result<ObjectMeta, ClusterError>, ItemError> {
         let (resource, namespace) = self.locate(identity)?;
         if resource.namespaced && identity.namespace.is_cluster() {
             return Err(ItemError::NamespacedOwnerOfClusterScopedObject);
         }
-        Ok(self.read(&resource, &namespace, &identity.name).await)
+        Ok(self.read_counted(&resource, &namespace, &identity.name, proof).await)
     }
 
     /// Every live read of the collector: a GET of `name`, or, for a name no GET can address
@@ -65,9 +66,26 @@ impl<C: Cluster> Collector<C> {
         namespace: &str,
         name: &str,
     ) -> Result<ObjectMeta, ClusterError> {
+        self.read_counted(resource, namespace, name, false).await
+    }
+
+    /// [`read`](Self::read), counted in `stats.proof_gets` when it is a `proof` (it finds an
+    /// owner absent or present): once sure it will be sent, before it waits for the budget,
+    /// so that the proofs counted are never fewer than those the cluster counts as sent
+    /// (which the read GETs exported are derived from), nor any never sent.
+    pub(super) async fn read_counted(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        proof: bool,
+    ) -> Result<ObjectMeta, ClusterError> {
         if !super::classify::is_addressable(name) {
             let message = format!("name {name:?} cannot be read by a GET");
             return Err(ClusterError::Other { code: 0, message });
+        }
+        if proof {
+            self.stats.proof_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         self.cluster.get(resource, namespace, name).await
     }
