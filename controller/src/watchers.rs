@@ -39,8 +39,9 @@
 //!   back to the start two minutes after the last delay, as client-go's reflector: a list
 //!   or an event does not reset it), and every failure but a 410 counts in
 //!   `kube_gc_watch_errors_total`.
-//! - **Silence is a failure:** a list or watch request unanswered for two minutes, or a list
-//!   whose body stops for as long, is retried (a connection the network dropped).
+//! - **Silence is a failure:** a watch or a list page unanswered for two minutes (a whole
+//!   list, fifteen), or a list whose body stops for two, is retried (a connection the
+//!   network dropped).
 //! - **No event is lost at a resume:** what was decoded is sent before the next request, and the
 //!   resourceVersion a watch resumes from is that of the last event sent.
 //! - **A watcher says when it is behind:** from the end of a list (what changed since the
@@ -115,17 +116,19 @@ impl Endpoint {
         Endpoint { client, request, list_accept, watch_accept }
     }
 
-    /// Sends a request `self.request` built, asking for `accept`; see [`send`].
+    /// Sends a request `self.request` built, asking for `accept`; see [`send`]. Fails if no
+    /// answer comes `within`.
     async fn send(
         &self,
         req: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
         accept: &'static str,
+        within: Duration,
     ) -> Result<(String, Body), Failure> {
         let mut req = req.map_err(|e| Failure::Other(e.to_string()))?;
         req.headers_mut().insert(ACCEPT, HeaderValue::from_static(accept));
-        match tokio::time::timeout(SILENCE_TIMEOUT, send(&self.client, req)).await {
+        match tokio::time::timeout(within, send(&self.client, req)).await {
             Ok(answer) => answer,
-            Err(_) => Err(Failure::Other(format!("no answer in {SILENCE_TIMEOUT:?}"))),
+            Err(_) => Err(Failure::Other(format!("no answer in {within:?}"))),
         }
     }
 }
@@ -139,6 +142,12 @@ impl Endpoint {
 /// with nothing left to send. Time spent waiting for room in the channel to the graph
 /// builder is not counted.
 const SILENCE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a whole (unpaged) list may wait for its answer: the server answers once it has
+/// the whole list (from etcd, after a continue token expired, every object of the resource),
+/// within its own request timeout, which operators of large clusters sometimes raise to
+/// minutes; past this, no configuration would still be working on it.
+const WHOLE_LIST_ANSWER_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// Objects per list page, client-go's.
 const PAGE_SIZE: u32 = 500;
@@ -386,7 +395,8 @@ async fn fetch_page(
     out: &mut Outbox,
 ) -> Result<Result<kube_gc_wire::ListPage, Failure>, Closed> {
     let req = endpoint.request.list(params);
-    let (content_type, body) = match endpoint.send(req, endpoint.list_accept).await {
+    let within = if params.limit.is_some() { SILENCE_TIMEOUT } else { WHOLE_LIST_ANSWER_TIMEOUT };
+    let (content_type, body) = match endpoint.send(req, endpoint.list_accept, within).await {
         Ok(response) => response,
         Err(failure) => return Ok(Err(failure)),
     };
@@ -512,7 +522,7 @@ async fn watch(
         WatchParams { timeout: Some(WATCH_TIMEOUT_SECONDS), bookmarks: true, ..Default::default() };
     let req = endpoint.request.watch(&params, stream.resource_version);
     let opened = tokio::time::Instant::now();
-    let sent = endpoint.send(req, endpoint.watch_accept);
+    let sent = endpoint.send(req, endpoint.watch_accept, SILENCE_TIMEOUT);
     let mut sent = std::pin::pin!(sent);
     let answer = match tokio::time::timeout(REOPENED_IN_STEP_WITHIN, &mut sent).await {
         Ok(answer) => answer,

@@ -580,3 +580,24 @@ async fn relists_that_expire_at_once_back_off_ever_longer() {
     // list, the three would take 2.4 to 4.8 s.
     assert!(start.elapsed() >= Duration::from_millis(5600), "{:?}", start.elapsed());
 }
+
+/// A whole list (here the first, from the watch cache) is given longer to answer than a
+/// page: the server answers it only once it holds every object, within its own request
+/// timeout, which operators of large clusters raise. Unanswered past that, it is retried.
+#[tokio::test(start_paused = true)]
+async fn a_whole_list_is_given_longer_to_answer() {
+    let never = Duration::from_secs(24 * 3600);
+    let replies = vec![Reply { delay: never, ..list_reply("5", &[]) }, list_reply("5", &["a"])];
+    let (tx, mut rx) = mpsc::channel(64);
+    let (resource, source) = configmaps();
+    let client = Client::new(Script::new(replies), "default");
+    let options =
+        WatcherOptions { list_from_watch_cache: true, ..watcher_options(ContentType::Json) };
+    let task = tokio::spawn(run_watcher(client, resource, source, tx, Default::default(), options));
+    assert_eq!(names_of(&mut rx, 1).await, ["ListStarted"]);
+    tokio::time::sleep(SILENCE_TIMEOUT).await;
+    assert!(names_of(&mut rx, 1).await.is_empty(), "a whole list retried after a page's timeout");
+    tokio::time::sleep(WHOLE_LIST_ANSWER_TIMEOUT).await;
+    assert_eq!(names_of(&mut rx, 4).await, ["ListStarted", "Listed", "ListDone", "Resumed"]);
+    task.abort();
+}
