@@ -63,6 +63,26 @@ impl Discovered {
     pub fn failed_group_versions(&self) -> BTreeSet<String> {
         self.failed.iter().map(|(gv, _)| gv.clone()).collect()
     }
+
+    /// The watchers to run, by [`resource_key`], given those `watched` now: the deletable
+    /// resources, and each watched resource whose group-version failed discovery, at the
+    /// version it is watched at (client-go's `ErrGroupDiscoveryFailed` handling in upstream's
+    /// Sync), even where another version of its group answered for it: a discovery that
+    /// fails now and then must not move a watcher from version to version (each move a
+    /// relist, and a warm-up that holds decisions).
+    pub fn watchers_wanted<'a>(
+        &self,
+        watched: impl IntoIterator<Item = (&'a String, &'a Resource)>,
+    ) -> BTreeMap<String, Resource> {
+        let failed = self.failed_group_versions();
+        let mut wanted = self.deletable.clone();
+        for (key, resource) in watched {
+            if failed.contains(&resource.api_version()) {
+                wanted.insert(key.clone(), resource.clone());
+            }
+        }
+        wanted
+    }
 }
 
 /// Adds one group-version's resource list to `out`. A group's lists are added preferred
@@ -332,6 +352,34 @@ mod tests {
         // Every served kind is mappable, deletable or not.
         assert!(out.mapper.contains_key(&("apps/v1".into(), "Service".into())));
         assert!(out.mapper.contains_key(&("acme/v1".into(), "Widget".into())));
+    }
+
+    /// A watched resource whose group-version fails discovery keeps its watcher where it is,
+    /// though another version of its group answered for it; one that answered is watched
+    /// as discovery says.
+    #[test]
+    fn a_failed_group_version_keeps_its_watchers_where_they_are() {
+        let widgets =
+            |version: &str| Resource::new(&format!("acme/{version}"), "widgets", "Widget", true);
+        let gadgets =
+            |version: &str| Resource::new(&format!("acme/{version}"), "gadgets", "Gadget", true);
+        let mut found = Discovered::default();
+        found.deletable.insert("widgets.acme".into(), widgets("v1beta1"));
+        found.deletable.insert("gadgets.acme".into(), gadgets("v1beta1"));
+        found.failed.push(("acme/v1".into(), "timed out".into()));
+        let watched = [
+            ("widgets.acme".to_owned(), widgets("v1")),
+            ("gadgets.acme".to_owned(), gadgets("v1beta1")),
+            ("old.acme".to_owned(), Resource::new("acme/v1", "olds", "Old", true)),
+            ("gone.other".to_owned(), Resource::new("other/v1", "gones", "Gone", true)),
+        ];
+        let wanted = found.watchers_wanted(watched.iter().map(|(k, r)| (k, r)));
+        let versions: Vec<(&str, &str)> =
+            wanted.iter().map(|(k, r)| (k.as_str(), r.version.as_str())).collect();
+        assert_eq!(
+            versions,
+            [("gadgets.acme", "v1beta1"), ("old.acme", "v1"), ("widgets.acme", "v1")]
+        );
     }
 
     #[test]

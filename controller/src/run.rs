@@ -321,15 +321,8 @@ impl Controller {
 
     /// Returns whether a watcher was started.
     fn sync_watchers(&mut self, found: &Discovered) -> bool {
-        let failed = found.failed_group_versions();
-        let mut wanted = found.deletable.clone();
-        // A group that failed discovery keeps the watchers it had (client-go's
-        // ErrGroupDiscoveryFailed handling in upstream's Sync).
-        for (key, (resource, _, _)) in &self.watchers {
-            if failed.contains(&resource.api_version()) {
-                wanted.entry(key.clone()).or_insert_with(|| resource.clone());
-            }
-        }
+        let watched = self.watchers.iter().map(|(key, (resource, _, _))| (key, resource));
+        let wanted = found.watchers_wanted(watched);
         let current: Vec<String> = self.watchers.keys().cloned().collect();
         let (mut added, mut removed) = (Vec::new(), Vec::new());
         for key in current {
