@@ -335,7 +335,7 @@ impl Flags {
             f64::from(self.kube_api_burst.saturating_sub(1)) / self.collector_qps();
         if refill_seconds >= MAX_REFILL_SECONDS {
             return Err(format!(
-                "--kube-api-burst {} at --kube-api-qps {} takes over 500 years to refill; \
+                "--kube-api-burst {} at --kube-api-qps {} takes over 250 years to refill; \
                  lower the burst or raise the rate",
                 self.kube_api_burst, self.kube_api_qps
             ));
@@ -382,7 +382,9 @@ impl Flags {
         // Upstream's rule: a rule that is not a prefix ending in `*` is matched exactly, so a
         // `*` elsewhere would never match, silently.
         let paths = self.authorization_always_allow_paths.iter().map(|p| p.trim());
-        if let Some(bad) = paths.into_iter().find(|p| p.trim_end_matches('*').contains('*')) {
+        if let Some(bad) =
+            paths.into_iter().find(|p| p.strip_suffix('*').unwrap_or(p).contains('*'))
+        {
             return Err(format!(
                 "--authorization-always-allow-paths: only a trailing * is allowed, got {bad:?}"
             ));
@@ -477,8 +479,9 @@ fn is_resource_key(text: &str) -> bool {
 /// its period would pass what the rate limiter can hold).
 const MIN_KUBE_API_QPS: f64 = 0.001;
 /// The longest a full `--kube-api-burst` may take to refill: the rate limiter counts
-/// nanoseconds in a u64 (584 years).
-const MAX_REFILL_SECONDS: f64 = 500.0 * 365.25 * 86400.0;
+/// nanoseconds in a u64 (584 years), and adds the time since it started to a full bucket's:
+/// half of it.
+const MAX_REFILL_SECONDS: f64 = 250.0 * 365.25 * 86400.0;
 
 /// The longest duration Go's `time.Duration` holds (2^63 - 1 ns, about 292 years), and so the
 /// longest any of kube-controller-manager's duration flags takes; longer ones overflow the

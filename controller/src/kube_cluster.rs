@@ -75,13 +75,14 @@ impl std::fmt::Debug for KubeCluster {
 }
 
 /// client-go's token bucket: `qps` steady, `burst` at once. `qps` must be positive and
-/// finite (`Flags::validate` checks `--kube-api-qps`); a
-/// `burst` whose refill time does not fit in 584 years of nanoseconds (governor's unchecked
-/// arithmetic would overflow) is cut to the largest that does (`Flags::validate` refuses it).
+/// finite (`Flags::validate` checks `--kube-api-qps`); a `burst` whose refill time does not
+/// fit in half of 584 years of nanoseconds is cut to the largest that does
+/// (`Flags::validate` refuses it): governor's unchecked arithmetic adds the time since the
+/// limiter started to a full bucket's, and would overflow.
 pub fn token_bucket(qps: f64, burst: u32) -> DefaultDirectRateLimiter {
     let period = Duration::from_secs_f64(1.0 / qps).max(Duration::from_nanos(1));
-    let largest = u64::MAX / u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
-    let burst = u32::try_from(largest.saturating_add(1)).map_or(burst, |b| burst.min(b));
+    let largest = u64::MAX / 2 / u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
+    let burst = u32::try_from(largest.max(1)).map_or(burst, |b| burst.min(b));
     let quota = Quota::with_period(period)
         .expect("a positive period")
         .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));

@@ -107,7 +107,8 @@ impl DemoArgs {
             "kube-gc".into(),
             "--debug-addr=127.0.0.1:0".into(),
             "--secure-port=0".into(),
-            format!("--initial-sync-timeout={}s", self.timeout),
+            // At least a second: kube-gc refuses zero (`--timeout 0`).
+            format!("--initial-sync-timeout={}s", self.timeout.max(1)),
             format!("--kube-api-qps={}", self.kube_api_qps),
             format!("--kube-api-burst={}", self.kube_api_burst),
         ];
