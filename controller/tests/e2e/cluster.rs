@@ -60,6 +60,10 @@ impl Kind {
     pub fn job() -> Kind {
         Kind::new("batch", "v1", "Job", "jobs", true)
     }
+    /// v1.20 serves CronJobs in `batch/v1beta1` only, though the group prefers `v1`.
+    pub fn cron_job() -> Kind {
+        Kind::new("batch", "v1beta1", "CronJob", "cronjobs", true)
+    }
     pub fn cluster_role() -> Kind {
         Kind::new("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", false)
     }
@@ -794,6 +798,18 @@ pub fn workload(owners_: &[OwnerRef], app: &str) -> Value {
         "metadata": {"ownerReferences": owners(owners_)},
         "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": pod_template(&labels)}
     })
+}
+
+/// A suspended CronJob body (no Job of its own, should a CronJob controller run).
+pub fn cron_job() -> Value {
+    json!({"spec": {"schedule": "0 0 1 1 *", "suspend": true, "jobTemplate": {"spec": job()["spec"]}}})
+}
+
+/// A batch/v1 Job body owned by `owners_`.
+pub fn job_owned(owners_: &[OwnerRef]) -> Value {
+    let mut body = job();
+    body["metadata"] = json!({"ownerReferences": owners(owners_)});
+    body
 }
 
 /// A batch/v1 Job body.

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::cluster::{Ctx, Del, Kind, OwnerRef, Wait, config_map, job, owners, pod, rc, workload};
+use super::cluster::{
+    Ctx, Del, Kind, OwnerRef, Wait, config_map, cron_job, job, job_owned, owners, pod, rc, workload,
+};
 
 /// A scenario's body.
 pub type Run =
@@ -47,6 +49,7 @@ pub fn all() -> Vec<Scenario> {
         orphaning,
         dependent_created_after_an_orphaning_deletion,
         legacy_default_orphan_kinds,
+        kinds_served_only_at_a_version_their_group_does_not_prefer,
         stressing_cascading_deletion,
         solid_owner_does_not_block_waiting_owner,
         non_blocking_owner_ref_does_not_block,
@@ -181,6 +184,30 @@ pub async fn legacy_default_orphan_kinds(cx: &mut Ctx<'_>) -> anyhow::Result<()>
             ("deployment", "gone"),
             ("deployment-rs", "gone"),
         ],
+        Wait::DEFAULT,
+    )
+    .await
+}
+
+/// A kind its group serves only at a version it does not prefer (v1.20's CronJobs, in
+/// `batch/v1beta1` while batch prefers `v1`) is watched there, as upstream's discovery
+/// (`ServerPreferredResources`) picks it: a CronJob deleted in the foreground loses its
+/// blocking Job, then its finalizer; one deleted with `orphan` orphans its Job. Watching
+/// preferred versions only, kube-gc never saw either deletion: both finalizers stayed.
+pub async fn kinds_served_only_at_a_version_their_group_does_not_prefer(
+    cx: &mut Ctx<'_>,
+) -> anyhow::Result<()> {
+    cx.create("cron-fg", Kind::cron_job(), cron_job()).await?;
+    cx.create("cron-orphan", Kind::cron_job(), cron_job()).await?;
+    let (fg, orphan) = (cx.owner("cron-fg").block(true), cx.owner("cron-orphan").block(true));
+    cx.create("job-fg", Kind::job(), job_owned(&[fg])).await?;
+    cx.create("job-orphan", Kind::job(), job_owned(&[orphan])).await?;
+    cx.wait_observed(&["job-fg", "job-orphan"], Duration::from_secs(60)).await?;
+    cx.delete("cron-fg", Del::Foreground).await?;
+    cx.delete("cron-orphan", Del::Orphan).await?;
+    cx.expect(
+        "final",
+        &[("cron-fg", "gone"), ("job-fg", "gone"), ("cron-orphan", "gone"), ("job-orphan", "live")],
         Wait::DEFAULT,
     )
     .await
