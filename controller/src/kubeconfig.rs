@@ -36,7 +36,8 @@ async fn from_kubeconfig(kubeconfig: Kubeconfig) -> Result<kube::Config> {
 }
 
 /// The proxy for a kubeconfig's cluster, as kubectl (Go's `ProxyFromEnvironment`) picks it:
-/// the kubeconfig's `proxy-url`, else `HTTPS_PROXY` unless `NO_PROXY` covers the API server.
+/// the kubeconfig's `proxy-url`, else `HTTPS_PROXY` unless the API server is `localhost`, a
+/// loopback address, or covered by `NO_PROXY`.
 /// kube-rs matches `NO_PROXY` against the proxy's own address instead, so a server
 /// `NO_PROXY` excludes went through the proxy, and a proxy `NO_PROXY` names (a local one)
 /// was dropped for every server; this redoes its choice when it came from the environment.
@@ -50,12 +51,19 @@ fn proxy_from_env(config: &mut kube::Config, var: impl Fn(&str) -> Option<String
     {
         return; // the kubeconfig's own proxy-url
     }
+    // Go never proxies a request to `localhost` or a loopback address (kind, minikube).
+    let host = config.cluster_url.host().unwrap_or_default().trim_matches(['[', ']']);
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
     let no_proxy = first(["NO_PROXY", "no_proxy"]).unwrap_or_default();
     let matcher = hyper_util::client::proxy::matcher::Matcher::builder()
         .https(env_proxy.as_str())
         .no(no_proxy)
         .build();
-    config.proxy_url = matcher.intercept(&config.cluster_url).map(|i| i.uri().clone());
+    config.proxy_url = (!loopback)
+        .then(|| matcher.intercept(&config.cluster_url))
+        .flatten()
+        .map(|i| i.uri().clone());
 }
 
 /// The files of a `$KUBECONFIG` value merged as kubectl merges them: paths separated as the
@@ -114,6 +122,10 @@ mod tests {
         let own = Some("http://other:8080");
         let other = Some("http://other:8080/".to_owned());
         assert_eq!(proxy_for("https://10.1.2.3:6443", own, &env("10.0.0.0/8")), other);
+        // Never for a server on loopback, as Go's rule.
+        for local in ["https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"] {
+            assert_eq!(proxy_for(local, k, &env("")), None, "{local}");
+        }
         // No proxy in the environment: nothing changes.
         assert_eq!(proxy_for("https://10.1.2.3:6443", None, &[("NO_PROXY", "*")]), None);
     }
