@@ -396,6 +396,30 @@ fn read_items_from_graph_never_deletes_an_object_changed_since_observed() {
     assert_eq!(live.owner_references, vec![solid_ref]);
 }
 
+/// An object of an aggregated API takes the GET: the copy's safety rests on the server
+/// refusing a write once the object has changed, which only kube-apiserver's own resources
+/// promise.
+#[test]
+fn read_items_from_graph_reads_objects_of_aggregated_apis() {
+    let cluster = cluster_with(&[]);
+    let aggregated =
+        kube_gc_testkit::memory_cluster::ResourceOptions { aggregated: true, ..Default::default() };
+    cluster.register_with(pods(), aggregated);
+    cluster.create(&pods(), pod(1)).unwrap();
+    cluster.take_actions();
+    let mut env = Env::new(cluster, from_graph());
+    let observed = stored(&env, "web-1");
+    env.observe(EventType::Add, pod_type(), observed);
+    env.drain_attempt_to_delete(10);
+    let actions = env.cluster.take_actions();
+    assert!(
+        actions.contains(&"get /v1, Resource=pods ns=ns1 name=web-1".to_owned()),
+        "{actions:?}"
+    );
+    assert!(env.cluster.object(&pods(), "ns1", "web-1").is_none(), "garbage kept");
+    assert_eq!(env.collector.stats().item_reads_saved.load(Ordering::Relaxed), 0);
+}
+
 /// An object carrying a GC finalizer takes the GET, as upstream: its policy comes from the
 /// live finalizers.
 #[test]

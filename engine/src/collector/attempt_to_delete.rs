@@ -453,6 +453,14 @@ impl<C: Cluster> Collector<C> {
             // creationTimestamp, which the graph does not keep.
             return None;
         }
+        // A write decided from the copy is safe only because the server refuses it once the
+        // object has changed (its resourceVersion precondition). kube-apiserver enforces that
+        // for the resources it serves itself; an aggregated API server promises no more than
+        // its lists do (`consistent_lists`), and may apply the write to the changed object.
+        let served_here = self.cluster.resource_for(item.identity.ty);
+        if !served_here.is_ok_and(|resource| self.cluster.consistent_lists(&resource)) {
+            return None;
+        }
         let resource_version = item.resource_version?;
         self.stats.item_reads_saved.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(ObjectMeta {
