@@ -62,7 +62,10 @@ use proptest::prelude::*;
 
 mod support;
 use support::created_after;
-use support::faults::{FaultKind, Faults, fault_schedule, insert_faults, with_faults};
+use support::faults::{
+    CallKey, FaultKind, Faults, Served, assert_every_fault_fired, call_key, fault_schedule,
+    insert_faults, with_faults,
+};
 
 const ORPHAN: &str = "orphan";
 const FOREGROUND: &str = "foregroundDeletion";
@@ -214,54 +217,6 @@ impl Verdicts {
     }
 }
 
-/// The object a call addresses: (resource, namespace, name).
-type CallKey = (String, String, String);
-
-fn call_key(resource: &Resource, namespace: &str, name: &str) -> CallKey {
-    (resource.resource.clone(), namespace.to_owned(), name.to_owned())
-}
-
-/// The cluster as the collector sees it: the [`MemoryCluster`], whose hooks judge each call
-/// before it is served and may fail it, and the answer the collector gets (lost, if a fault
-/// says so). The oracle judges a write before it is served, but what the collector remembers
-/// of it depends on the answer: an orphaning whose finalizer removal the server refuses (or
-/// whose answer is lost) is forgotten by the collector (see `OrphanedOwners`), so the oracle
-/// remembers it only once the PATCH is answered with success.
-struct Served {
-    inner: Arc<MemoryCluster>,
-    verdicts: Arc<Verdicts>,
-    faults: Arc<Faults>,
-}
-
-impl Cluster for Served {
-    support::forward_to!(inner: resource_for, consistent_lists, get, list_page, record_event);
-
-    async fn delete(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        o: &DeleteOptions,
-    ) -> Result<(), ClusterError> {
-        self.faults.answer(self.inner.delete(r, ns, name, o).await)
-    }
-
-    async fn patch(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        p: &Patch,
-    ) -> Result<ObjectMeta, ClusterError> {
-        let answer = self.faults.answer(self.inner.patch(r, ns, name, p).await);
-        let finishing = self.verdicts.finishing.lock().unwrap().remove(&call_key(r, ns, name));
-        if let (Ok(_), Some((uid, deleted_at))) = (&answer, finishing) {
-            self.verdicts.orphaned.lock().unwrap().insert(uid, deleted_at);
-        }
-        answer
-    }
-}
-
 /// The world: the cluster, the graph fed with lag, the collector.
 struct World {
     cluster: Arc<MemoryCluster>,
@@ -293,10 +248,17 @@ impl World {
         let graph = Arc::new(Graph::new(4).unwrap());
         let verdicts = Arc::new(Verdicts { no_wait, ..Verdicts::default() });
         let faults = Arc::new(Faults::default());
+        let on_patch = verdicts.clone();
         let served = Arc::new(Served {
             inner: cluster.clone(),
-            verdicts: verdicts.clone(),
             faults: faults.clone(),
+            // An orphaning is remembered once its finalizer's removal is answered with success.
+            patched: Box::new(move |key, succeeded| {
+                let finishing = on_patch.finishing.lock().unwrap().remove(&key);
+                if let (true, Some((uid, deleted_at))) = (succeeded, finishing) {
+                    on_patch.orphaned.lock().unwrap().insert(uid, deleted_at);
+                }
+            }),
         });
         let (collector, changes) = support::immediate_collector(
             &graph,
@@ -1214,18 +1176,7 @@ fn the_histories_reach_every_write_while_the_graph_lags() {
     eprintln!("references removed by the memory of orphaned owners: {late_orphans}");
     eprintln!("faults fired: {fired:?}; on writes, by kind: {faulted:?}");
     eprintln!("writes a waiting collector holds, made by one that does not wait: {went_ahead:?}");
-    for verb in [Verb::Get, Verb::List, Verb::Patch, Verb::Delete] {
-        for kind in [
-            FaultKind::Unavailable,
-            FaultKind::Throttled,
-            FaultKind::Conflict,
-            FaultKind::Gone,
-            FaultKind::Lost,
-        ] {
-            let n = fired.get(&(verb.as_str(), kind)).copied().unwrap_or_default();
-            assert!(!kind.fits(verb) || n > 0, "no {kind:?} fault on a {verb:?}: {fired:?}");
-        }
-    }
+    assert_every_fault_fired(&fired);
     // Every kind of write refused, and served with its answer lost (a dependent's orphaning
     // failing while others succeed, the item requeued, among them).
     for write in [

@@ -37,7 +37,7 @@ use futures::executor::block_on;
 use futures::future::LocalBoxFuture;
 use kube_gc_engine::builder::{GraphBuilder, Notification, WatchBatch, WatchSource};
 use kube_gc_engine::cluster::{
-    Cluster, ClusterError, DeleteOptions, Patch, PatchType, PropagationPolicy, Resource,
+    Cluster, DeleteOptions, Patch, PatchType, PropagationPolicy, Resource,
 };
 use kube_gc_engine::collector::{Collector, CollectorOptions, ProofWaits};
 use kube_gc_engine::meta::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN};
@@ -52,7 +52,10 @@ use proptest::prelude::*;
 
 mod support;
 use support::created_after;
-use support::faults::{FaultKind, Faults, fault_schedule, insert_faults, with_faults};
+use support::faults::{
+    CallKey, FaultKind, Faults, Served, assert_every_fault_fired, call_key, fault_schedule,
+    insert_faults, with_faults,
+};
 
 /// Another controller's finalizer, which the collector must never remove.
 const KEEP: &str = "example.com/keep";
@@ -220,13 +223,6 @@ fn no_wait() -> impl Strategy<Value = bool> {
 /// The owners whose `orphan` finalizer the collector removed, by UID, each with its
 /// deletionTimestamp.
 type Orphaned = HashMap<String, Option<i64>>;
-
-/// The object a call addresses: (resource, namespace, name).
-type CallKey = (String, String, String);
-
-fn call_key(resource: &Resource, namespace: &str, name: &str) -> CallKey {
-    (resource.resource.clone(), namespace.to_owned(), name.to_owned())
-}
 
 /// What the oracle remembers across calls.
 #[derive(Default)]
@@ -1215,47 +1211,6 @@ fn note_listed(collector: &Gc) {
     }
 }
 
-/// The collector's view of the cluster: the [`MemoryCluster`], whose hooks judge each call
-/// before it is served and may fail it, and the answer the collector gets (lost, if a fault
-/// says so). What the collector remembers of an orphaning depends on that answer: it forgets
-/// one whose finalizer removal fails (see `OrphanedOwners`), so the oracle remembers the owner
-/// only once the PATCH is answered with success.
-struct Served {
-    inner: Arc<MemoryCluster>,
-    oracle: Arc<Mutex<OracleState>>,
-    faults: Arc<Faults>,
-}
-
-impl Cluster for Served {
-    support::forward_to!(inner: resource_for, consistent_lists, get, list_page, record_event);
-
-    async fn delete(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        o: &DeleteOptions,
-    ) -> Result<(), ClusterError> {
-        self.faults.answer(self.inner.delete(r, ns, name, o).await)
-    }
-
-    async fn patch(
-        &self,
-        r: &Resource,
-        ns: &str,
-        name: &str,
-        p: &Patch,
-    ) -> Result<ObjectMeta, ClusterError> {
-        let answer = self.faults.answer(self.inner.patch(r, ns, name, p).await);
-        let mut oracle = self.oracle.lock();
-        let finishing = oracle.finishing.remove(&call_key(r, ns, name));
-        if let (Ok(_), Some(owners)) = (&answer, finishing) {
-            oracle.orphaned.extend(owners);
-        }
-        answer
-    }
-}
-
 /// The collector the tests run, over [`Served`].
 type Gc = Collector<Served>;
 
@@ -1603,10 +1558,18 @@ impl World {
             }
             error
         });
+        let on_patch = oracle.clone();
         let served = Arc::new(Served {
             inner: cluster.clone(),
-            oracle: oracle.clone(),
             faults: faults.clone(),
+            // An orphaning is remembered once its finalizer's removal is answered with success.
+            patched: Box::new(move |key, succeeded| {
+                let mut oracle = on_patch.lock();
+                let finishing = oracle.finishing.remove(&key);
+                if let (true, Some(owners)) = (succeeded, finishing) {
+                    oracle.orphaned.extend(owners);
+                }
+            }),
         });
         let (collector, changes) = support::immediate_collector(&graph, &served, options);
         let collector = if no_wait {
@@ -2318,18 +2281,7 @@ fn the_histories_reach_changes_during_items_and_relists() {
     assert!(other_proofs > 0, "no round of proofs ran inside an item");
     assert!(relist_deletes > 0, "no relist made a delete");
     eprintln!("faults fired: {fired:?}; on writes, by kind: {faulted:?}");
-    for verb in [Verb::Get, Verb::List, Verb::Patch, Verb::Delete] {
-        for kind in [
-            FaultKind::Unavailable,
-            FaultKind::Throttled,
-            FaultKind::Conflict,
-            FaultKind::Gone,
-            FaultKind::Lost,
-        ] {
-            let n = fired.get(&(verb.as_str(), kind)).copied().unwrap_or_default();
-            assert!(!kind.fits(verb) || n > 0, "no {kind:?} fault on a {verb:?}: {fired:?}");
-        }
-    }
+    assert_every_fault_fired(&fired);
     // Every kind of write refused, and served with its answer lost.
     for write in
         ["delete background", "remove references", "remove orphan", "remove foregroundDeletion"]

@@ -9,9 +9,11 @@
 //! answer ([`Faults::answer`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kube_gc_engine::cluster::ClusterError;
+use kube_gc_engine::ObjectMeta;
+use kube_gc_engine::cluster::{Cluster, ClusterError, DeleteOptions, Patch, Resource};
 use kube_gc_testkit::MemoryCluster;
 use kube_gc_testkit::memory_cluster::{Call, Verb};
 use parking_lot::Mutex;
@@ -187,6 +189,70 @@ impl Faults {
                 message: "connection reset by peer (the request may have been served)".into(),
             });
         }
+        answer
+    }
+}
+
+/// Asserts that every fault that fits a verb fired on it at least once (a coverage test's
+/// check), by verb and kind as [`Faults::fired`] counts them.
+pub fn assert_every_fault_fired(fired: &BTreeMap<(&'static str, FaultKind), u64>) {
+    for verb in [Verb::Get, Verb::List, Verb::Patch, Verb::Delete] {
+        for kind in [
+            FaultKind::Unavailable,
+            FaultKind::Throttled,
+            FaultKind::Conflict,
+            FaultKind::Gone,
+            FaultKind::Lost,
+        ] {
+            let n = fired.get(&(verb.as_str(), kind)).copied().unwrap_or_default();
+            assert!(!kind.fits(verb) || n > 0, "no {kind:?} fault on a {verb:?}: {fired:?}");
+        }
+    }
+}
+
+/// The object a call addresses: (resource, namespace, name).
+pub type CallKey = (String, String, String);
+
+/// The [`CallKey`] of a call on `resource`'s `namespace`/`name`.
+pub fn call_key(resource: &Resource, namespace: &str, name: &str) -> CallKey {
+    (resource.resource.clone(), namespace.to_owned(), name.to_owned())
+}
+
+/// The cluster as the collector sees it: the [`MemoryCluster`], whose hooks judge each call
+/// before it is served and may fail it, and the answer the collector gets (lost, if a fault
+/// says so). The oracle judges a write before it is served, but what the collector remembers
+/// of it depends on the answer: an orphaning whose finalizer removal the server refuses (or
+/// whose answer is lost) is forgotten by the collector (see `OrphanedOwners`), so each PATCH's
+/// outcome is told to `patched` (its object, and whether it was answered with success), for
+/// the oracle to remember the orphaning only then.
+pub struct Served {
+    pub inner: Arc<MemoryCluster>,
+    pub faults: Arc<Faults>,
+    pub patched: Box<dyn Fn(CallKey, bool) + Send + Sync>,
+}
+
+impl Cluster for Served {
+    crate::support::forward_to!(inner: resource_for, consistent_lists, get, list_page, record_event);
+
+    async fn delete(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        o: &DeleteOptions,
+    ) -> Result<(), ClusterError> {
+        self.faults.answer(self.inner.delete(r, ns, name, o).await)
+    }
+
+    async fn patch(
+        &self,
+        r: &Resource,
+        ns: &str,
+        name: &str,
+        p: &Patch,
+    ) -> Result<ObjectMeta, ClusterError> {
+        let answer = self.faults.answer(self.inner.patch(r, ns, name, p).await);
+        (self.patched)(call_key(r, ns, name), answer.is_ok());
         answer
     }
 }
